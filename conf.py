@@ -1,0 +1,167 @@
+"""One Sphinx configuration for both languages of the book.
+
+Build a language by pointing sphinx-build at its source tree and at this file:
+
+    sphinx-build -c . docs/en _build/html/en
+    sphinx-build -c . docs/zh _build/html/zh
+
+The language is taken from the name of the source folder (``en`` or ``zh``), so the
+same command shape works for ``sphinx-build``, ``sphinx-autobuild`` and the nox
+sessions; ``POSENC_LANG`` overrides it.  Everything that differs between the two
+languages is in :data:`LANGUAGES` below; everything else is shared.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+sys.path.insert(0, str(ROOT))
+
+# Where the site will be published; used for canonical/hreflang URLs, the sitemap and
+# Open Graph tags.  Links to these never load anything at read time.
+SITE_URL = "https://posenc.github.io/posenc/"
+REPO_URL = "https://github.com/posenc/posenc"
+
+LANGUAGES = {
+    "en": {
+        "sphinx_language": "en",
+        "html_lang": "en",
+        "title": "Positional encoding, executed",
+        "name": "English",
+        "search_language": "en",
+    },
+    "zh": {
+        "sphinx_language": "zh_CN",
+        "html_lang": "zh-CN",
+        "title": "可执行的位置编码",
+        "name": "中文",
+        "search_language": "zh",
+    },
+}
+
+
+def _language_from_argv() -> str:
+    """The language whose source tree sphinx-build was given (``docs/<lang>``)."""
+    env = os.environ.get("POSENC_LANG")
+    if env:
+        return env
+    for arg in sys.argv[1:]:
+        path = Path(arg)
+        if path.name in LANGUAGES and path.parent.name == "docs":
+            return path.name
+    return "en"
+
+
+BOOK_LANG = _language_from_argv()
+if BOOK_LANG not in LANGUAGES:
+    raise ValueError(f"POSENC_LANG must be one of {sorted(LANGUAGES)}, got {BOOK_LANG!r}")
+_L = LANGUAGES[BOOK_LANG]
+
+# -- Project -----------------------------------------------------------------------
+project = _L["title"]
+author = "The posenc authors"
+copyright = "2026, the posenc authors"
+language = _L["sphinx_language"]
+root_doc = "index"
+
+extensions = [
+    "myst_nb",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.doctest",
+    "sphinx.ext.mathjax",
+    "sphinx.ext.intersphinx",
+    "sphinx_copybutton",
+    "sphinxcontrib.bibtex",
+    "sphinx_sitemap",
+    "sphinxext.opengraph",
+    "notfound.extension",
+    "posenc_book",  # docs/_ext/posenc_book.py: language switch, hreflang, fresh cache
+]
+intersphinx_mapping: dict = {}  # no network at build time
+
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "Thumbs.db", ".DS_Store"]
+templates_path = [str(ROOT / "docs" / "_templates")]
+html_static_path = [str(ROOT / "docs" / "_static")]
+html_css_files = ["posenc.css"]
+html_js_files = ["posenc.js"]
+
+# -- MyST and MyST-NB ----------------------------------------------------------------
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist", "substitution"]
+myst_heading_anchors = 3
+nb_execution_mode = os.environ.get("POSENC_NB_EXECUTION_MODE", "cache")
+nb_execution_raise_on_error = True
+nb_execution_show_tb = True
+nb_execution_timeout = 600
+nb_output_stderr = "warn"  # anything a cell writes to stderr is a warning, so an error
+nb_merge_streams = True
+# nb_execution_cache_path is set by posenc_book from a hash of the posenc sources, so a
+# change to the library can never be served stale outputs from the cache.
+posenc_watch_paths = [str(ROOT / "posenc")]
+# POSENC_BUILD_DIR lets parallel builds (previews, tests) keep separate caches.
+BUILD_DIR = Path(os.environ.get("POSENC_BUILD_DIR", ROOT / "_build"))
+posenc_cache_root = str(BUILD_DIR / ".jupyter_cache" / BOOK_LANG)
+posenc_languages = {k: v["name"] for k, v in LANGUAGES.items()}  # link text: the target's name
+posenc_book_lang = BOOK_LANG
+posenc_site_url = SITE_URL
+
+# -- Bibliography ------------------------------------------------------------------
+bibtex_bibfiles = [str(ROOT / "docs" / "references.bib")]
+bibtex_default_style = "plain"
+bibtex_reference_style = "author_year"
+
+# -- API docs ----------------------------------------------------------------------
+autodoc_typehints = "description"
+autodoc_member_order = "bysource"
+napoleon_google_docstring = False
+napoleon_numpy_docstring = True
+napoleon_use_rtype = False
+doctest_global_setup = "import numpy as np\nimport posenc"
+
+# -- HTML --------------------------------------------------------------------------
+html_theme = "sphinx_book_theme"
+html_title = _L["title"]
+html_baseurl = f"{SITE_URL}{BOOK_LANG}/"
+html_last_updated_fmt = None  # no timestamps: builds are reproducible
+html_copy_source = True
+html_show_sourcelink = True
+html_search_language = _L["search_language"]
+if BOOK_LANG == "zh":
+    # jieba segments the Chinese search index; the book's own terms are one word each.
+    html_search_options = {"dict": str(ROOT / "docs" / "jieba_terms.txt")}
+html_theme_options = {
+    "repository_url": REPO_URL,
+    "repository_branch": "main",
+    "path_to_docs": f"docs/{BOOK_LANG}",
+    "use_repository_button": True,
+    "use_edit_page_button": True,
+    "use_source_button": True,
+    "use_download_button": True,
+    "use_issues_button": False,
+    "home_page_in_toc": True,
+    "show_toc_level": 2,
+    "article_header_end": ["lang-switch.html", "article-header-buttons.html"],
+    "launch_buttons": {
+        "notebook_interface": "jupyterlab",
+        "binderhub_url": "https://mybinder.org",
+        "colab_url": "https://colab.research.google.com",
+    },
+}
+
+# MathJax is served from the site itself (the sphinx-mathjax-offline wheel carries it),
+# so a reader offline still sees rendered math.
+mathjax_path = "mathjax/tex-chtml.js"
+
+# -- Sitemap, Open Graph, 404 --------------------------------------------------------
+sitemap_url_scheme = "{link}"
+sitemap_show_lastmod = False
+ogp_site_url = html_baseurl
+ogp_social_cards = {"enable": False}
+ogp_enable_meta_description = True
+notfound_urls_prefix = f"/posenc/{BOOK_LANG}/"
+
+suppress_warnings = ["mystnb.unknown_mime_type"]

@@ -1,0 +1,119 @@
+"""Sphinx glue for the bilingual book.
+
+What it does, each piece small:
+
+* **Fresh execution cache.**  MyST-NB's jupyter-cache keys a notebook on its code cells
+  only, so a change inside ``posenc`` would otherwise be served the old outputs.  The
+  cache folder is named after a hash of every file under ``posenc_watch_paths``; a
+  changed library gets an empty cache.  Sphinx's own environment would also skip
+  unchanged pages, so when the hash moves every notebook page is marked outdated.
+* **Language switch and hreflang.**  Every page links to the same page in the other
+  language and carries ``<link rel="alternate" hreflang>`` for both.
+* **Offline MathJax.**  The MathJax copy inside the ``sphinx-mathjax-offline`` wheel is
+  added to the static files, so the site never asks a CDN for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import shutil
+from pathlib import Path
+
+from sphinx.application import Sphinx
+from sphinx.config import Config
+from sphinx.environment import BuildEnvironment
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
+
+HREFLANG = {"en": "en", "zh": "zh-CN"}
+
+
+def source_hash(paths: list[str]) -> str:
+    """Hash of the contents (and relative names) of every ``.py`` file under ``paths``."""
+    digest = hashlib.sha256()
+    for root in sorted(Path(p) for p in paths):
+        files = [root] if root.is_file() else sorted(root.rglob("*.py"))
+        for file in files:
+            if "__pycache__" in file.parts:
+                continue
+            digest.update(str(file.relative_to(root.parent)).encode())
+            digest.update(b"\0")
+            digest.update(file.read_bytes())
+            digest.update(b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _configure_cache(app: Sphinx, config: Config) -> None:
+    if not config.posenc_watch_paths:
+        return
+    key = source_hash(config.posenc_watch_paths)
+    root = Path(config.posenc_cache_root or Path(app.outdir).parent / ".jupyter_cache")
+    cache = root / key
+    # Older caches belong to library versions that no longer exist: drop them.
+    if root.is_dir():
+        for old in root.iterdir():
+            if old.is_dir() and old.name != key:
+                shutil.rmtree(old, ignore_errors=True)
+    config.nb_execution_cache_path = str(cache)
+    app.posenc_source_hash = key  # type: ignore[attr-defined]
+
+
+def _outdated_when_library_changes(
+    app: Sphinx, env: BuildEnvironment, added: set, changed: set, removed: set
+) -> list[str]:
+    key = getattr(app, "posenc_source_hash", None)
+    previous = getattr(env, "posenc_source_hash", None)
+    env.posenc_source_hash = key  # type: ignore[attr-defined]
+    if key is None or previous is None or previous == key:
+        return []
+    stale = [doc for doc in env.found_docs if doc not in added and doc not in changed]
+    if stale:
+        logger.info("posenc sources changed: re-reading %d pages", len(stale))
+    return stale
+
+
+def _add_mathjax(app: Sphinx, config: Config) -> None:
+    spec = importlib.util.find_spec("sphinx-mathjax-offline")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(
+            "MathJax is served locally from the 'sphinx-mathjax-offline' package; "
+            "install it (it is in requirements/docs.txt)"
+        )
+    static = Path(next(iter(spec.submodule_search_locations))) / "static"
+    if not (static / "mathjax" / "tex-chtml.js").is_file():
+        raise RuntimeError(f"no MathJax found under {static}")
+    config.html_static_path = [*config.html_static_path, str(static)]
+
+
+def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    lang = app.config.posenc_book_lang
+    site = app.config.posenc_site_url
+    depth = pagename.count("/") + 1
+    up = "../" * depth
+    others = []
+    tags = []
+    for code, label in app.config.posenc_languages.items():
+        href_abs = f"{site}{code}/{pagename}.html"
+        tags.append(f'<link rel="alternate" hreflang="{HREFLANG[code]}" href="{href_abs}" />')
+        if code != lang:
+            others.append(
+                {"code": code, "hreflang": HREFLANG[code], "label": label,
+                 "href": f"{up}{code}/{pagename}.html"}
+            )
+    context["posenc_other_languages"] = others
+    context["metatags"] = context.get("metatags", "") + "\n" + "\n".join(tags)
+
+
+def setup(app: Sphinx) -> dict:
+    app.add_config_value("posenc_watch_paths", [], "env")
+    app.add_config_value("posenc_cache_root", "", "env")
+    app.add_config_value("posenc_languages", {}, "html")
+    app.add_config_value("posenc_book_lang", "en", "html")
+    app.add_config_value("posenc_site_url", "", "html")
+    app.connect("config-inited", _configure_cache, priority=400)
+    app.connect("config-inited", _add_mathjax)
+    app.connect("env-get-outdated", _outdated_when_library_changes)
+    app.connect("html-page-context", _page_context)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
