@@ -81,6 +81,7 @@ extensions = [
     "sphinxext.opengraph",
     "notfound.extension",
     "posenc_book",  # docs/_ext/posenc_book.py: language switch, hreflang, fresh cache
+    "posenc_site",  # docs/_ext/posenc_site.py: image alt text, .ipynb downloads, launch links
 ]
 intersphinx_mapping: dict = {}  # no network at build time
 
@@ -108,6 +109,12 @@ posenc_cache_root = str(BUILD_DIR / ".jupyter_cache" / BOOK_LANG)
 posenc_languages = {k: v["name"] for k, v in LANGUAGES.items()}  # link text: the target's name
 posenc_book_lang = BOOK_LANG
 posenc_site_url = SITE_URL
+# Notebook downloads and Colab/Binder links (posenc_site): the converted notebooks are
+# published by .github/workflows/pages.yml to this branch as <lang>/<page>.ipynb, and the
+# install cell in each pins posenc to the commit that built the site.
+posenc_repo_url = REPO_URL
+posenc_repo_ref = os.environ.get("GITHUB_SHA", "main")
+posenc_notebooks_branch = "notebooks"
 
 # -- Bibliography ------------------------------------------------------------------
 bibtex_bibfiles = [str(ROOT / "docs" / "references.bib")]
@@ -159,9 +166,18 @@ mathjax_path = "mathjax/tex-chtml.js"
 # -- Sitemap, Open Graph, 404 --------------------------------------------------------
 sitemap_url_scheme = "{link}"
 sitemap_show_lastmod = False
+# Pages a search engine should not list; posenc_site puts every other page in the sitemap
+# (sphinx-sitemap alone lists only the pages an incremental build rewrote).
+sitemap_excludes = ["search.html", "genindex.html", "404.html", "py-modindex.html"]
 ogp_site_url = html_baseurl
 ogp_social_cards = {"enable": False}
 ogp_enable_meta_description = True
+_OG_LOCALES = {"en": "en_US", "zh": "zh_CN"}
+ogp_custom_meta_tags = [
+    f'<meta property="og:locale" content="{_OG_LOCALES[BOOK_LANG]}" />',
+    *(f'<meta property="og:locale:alternate" content="{loc}" />'
+      for code, loc in _OG_LOCALES.items() if code != BOOK_LANG),
+]
 notfound_urls_prefix = f"/posenc/{BOOK_LANG}/"
 
 suppress_warnings = ["mystnb.unknown_mime_type"]
