@@ -1,0 +1,523 @@
+r"""Rotary position embedding (RoPE), Su et al. (2021), "RoFormer".
+
+RoPE does not add anything to the token vectors.  It rotates the query and the key of
+the token at position :math:`m`: the ``d`` features are split into ``d/2`` pairs, and
+pair :math:`i` is rotated by the angle :math:`m\theta_i` with
+
+.. math:: \theta_i = \mathrm{base}^{-2i/d}, \qquad i = 0, \ldots, d/2 - 1
+
+(the same frequencies as the sinusoidal encoding, :func:`posenc.inverse_frequencies`).
+For one pair :math:`(x_1, x_2)`:
+
+.. math::
+
+   \begin{pmatrix} x_1' \\ x_2' \end{pmatrix} =
+   \begin{pmatrix} \cos m\theta_i & -\sin m\theta_i \\
+                   \sin m\theta_i & \cos m\theta_i \end{pmatrix}
+   \begin{pmatrix} x_1 \\ x_2 \end{pmatrix},
+   \qquad\text{i.e.}\qquad x_1' + i x_2' = (x_1 + i x_2)\, e^{i m\theta_i}.
+
+Written as one block-diagonal matrix :math:`R_m` (:func:`rope_rotation_matrix`), the
+attention score of a query at :math:`m` and a key at :math:`n` is
+
+.. math:: \langle R_m q, R_n k \rangle = q^\top R_m^\top R_n k = q^\top R_{n-m} k,
+
+which depends on the positions only through :math:`n - m`.
+
+Which features form a pair is a convention, the *layout*:
+
+* ``"interleaved"``: pairs ``(2i, 2i+1)`` -- the RoFormer paper, Meta's Llama code
+  (``torch.view_as_complex``), GPT-J, ``rotary-embedding-torch``;
+* ``"half"``: pairs ``(i, i + d/2)`` -- GPT-NeoX and Hugging Face ``transformers``
+  (``rotate_half``).
+
+The two layouts are the same rotation after a fixed permutation of the features (see
+:func:`posenc.layout_permutation`); mixing them up (weights trained in one, code in the
+other) silently gives a different model.
+
+Precision: angles :math:`m\theta_i` are always formed in float64 and cast only after the
+cosine and sine are taken, so a float32 result at position 1,000,000 is as accurate as
+float32 allows.  The common ``positions.float() * inv_freq.float()`` loses the angle
+itself (float32 has a spacing of 0.0625 near 10^6); see :mod:`posenc.precision`.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from ._validation import (
+    check_base,
+    check_d_model,
+    check_layout,
+    check_positions,
+    check_real,
+    check_rotary_dim,
+)
+from .sinusoidal import inverse_frequencies
+
+__all__ = [
+    "rope_angles",
+    "rope_rotation_matrix",
+    "rotate_pairs",
+    "apply_rope",
+    "clear_rope_cache",
+]
+
+
+def rope_angles(positions, d_model, base=10000.0):
+    """The rotation angles ``m * theta_i`` of RoPE, formed in float64.
+
+    .. math:: \\phi[m, i] = m\\,\\theta_i, \\qquad \\theta_i = \\mathrm{base}^{-2i/d}
+
+    Parameters
+    ----------
+    positions : int or array_like of int
+        Positions ``m`` (any integers, negative allowed); an int ``n`` means
+        ``0 .. n - 1``.
+    d_model : int
+        Number of rotated features, a positive even number.
+    base : float, default 10000.0
+        Finite and ``> 1``.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, shape ``(len(positions), d_model // 2)``.
+
+    Raises
+    ------
+    TypeError
+        If positions are not integers, ``d_model`` is not an integer or ``base`` not
+        real.
+    ValueError
+        If ``positions`` is not 1-D, ``d_model`` is odd or ``< 2``, or ``base <= 1``.
+
+    Examples
+    --------
+    >>> rope_angles(3, 4, base=100)
+    array([[0. , 0. ],
+           [1. , 0.1],
+           [2. , 0.2]])
+    >>> rope_angles([1_000_000], 2)
+    array([[1000000.]])
+    """
+    from ._validation import check_count
+
+    d = check_d_model(d_model, even=True)
+    b = check_base(base)
+    if isinstance(positions, (int, np.integer)) and not isinstance(positions, bool):
+        pos = np.arange(check_count(positions, "positions"), dtype=np.int64)
+    else:
+        arr = np.asarray(positions) if not _is_tensor(positions) else positions
+        length = arr.shape[0] if getattr(arr, "ndim", 0) >= 1 else -1
+        if length < 0:
+            raise ValueError("positions must be an int or a 1-D array of integers")
+        pos = check_positions(positions, length)
+    return pos.astype(np.float64)[:, None] * inverse_frequencies(d, b)[None, :]
+
+
+def rope_rotation_matrix(position, d_model, base=10000.0):
+    """The ``d x d`` block-diagonal rotation ``R_m`` of RoPE (interleaved pairs).
+
+    Block ``i`` (rows and columns ``2i, 2i+1``) is the rotation by ``m * theta_i``:
+
+    .. math::
+
+       R_m = \\mathrm{diag}\\left(
+       \\begin{pmatrix} \\cos m\\theta_i & -\\sin m\\theta_i \\\\
+                        \\sin m\\theta_i & \\cos m\\theta_i \\end{pmatrix}
+       \\right)_{i=0}^{d/2-1}
+
+    ``apply_rope(x, [m])`` equals ``x @ R_m.T`` (for ``layout="interleaved"``).  The
+    matrix is orthogonal, ``R_m^T R_n = R_{n-m}`` and ``R_0 = I``.  It is mostly
+    useful to read and test; :func:`apply_rope` never builds it.
+
+    Parameters
+    ----------
+    position : int or float
+        The position ``m``; any finite real number (negative allowed).
+    d_model : int
+        Model width, a positive even number.
+    base : float, default 10000.0
+        Finite and ``> 1``.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, shape ``(d_model, d_model)``.
+
+    Raises
+    ------
+    TypeError
+        If ``position`` is not a real number, ``d_model`` not an integer or ``base`` not
+        real.
+    ValueError
+        If ``position`` is not finite, ``d_model`` is odd or ``< 2``, or ``base <= 1``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> R = rope_rotation_matrix(1, 2)                 # theta_0 = 1: rotate by 1 radian
+    >>> bool(np.allclose(R, [[np.cos(1), -np.sin(1)], [np.sin(1), np.cos(1)]]))
+    True
+    >>> R3, R5 = rope_rotation_matrix(3, 8), rope_rotation_matrix(5, 8)
+    >>> bool(np.allclose(R3.T @ R5, rope_rotation_matrix(2, 8)))   # only 5 - 3 matters
+    True
+    """
+    m = check_real(position, "position")
+    d = check_d_model(d_model, even=True)
+    b = check_base(base)
+    angle = m * inverse_frequencies(d, b)
+    c, s = np.cos(angle), np.sin(angle)
+    R = np.zeros((d, d), dtype=np.float64)
+    even = np.arange(0, d, 2)
+    odd = even + 1
+    R[even, even] = c  # x1' = cos * x1 - sin * x2
+    R[even, odd] = -s
+    R[odd, even] = s  # x2' = sin * x1 + cos * x2
+    R[odd, odd] = c
+    return R
+
+
+# --------------------------------------------------------------------------------------
+# NumPy path
+# --------------------------------------------------------------------------------------
+
+
+def _pair_slices(layout, r):
+    """Index expressions of the first and second member of every pair, among ``x[..., :r]``."""
+    if layout == "interleaved":
+        return np.s_[..., 0:r:2], np.s_[..., 1:r:2]
+    h = r // 2
+    return np.s_[..., 0:h], np.s_[..., h:r]
+
+
+def rotate_pairs(x, angles, *, layout="interleaved"):
+    """Rotate the pairs of features of ``x`` by given angles (NumPy, float64).
+
+    The primitive under :func:`apply_rope`, exposed so that the book can rotate by
+    angles computed some other way (for example the float32 angles of
+    :func:`posenc.rope_angles_float32`) and measure what that costs.  For pair
+    ``(x1, x2)`` and angle ``phi``:
+
+    .. math:: x_1' = x_1\\cos\\phi - x_2\\sin\\phi, \\qquad x_2' = x_2\\cos\\phi + x_1\\sin\\phi
+
+    Parameters
+    ----------
+    x : array_like
+        Shape ``(..., seq, d)``; only the first ``2 * angles.shape[-1]`` features are
+        rotated, the rest pass through.
+    angles : array_like
+        Shape ``(seq, r // 2)``; cos and sin are taken in float64 (cos and sin of the given
+        values, whatever their dtype).
+    layout : {"interleaved", "half"}, keyword-only
+        Pairs ``(2i, 2i+1)`` or ``(i, i + r/2)`` among the first ``r`` features.
+
+    Returns
+    -------
+    numpy.ndarray
+        Same shape as ``x``; float64 (the caller casts).
+
+    Raises
+    ------
+    ValueError
+        If the shapes do not match or ``layout`` is unknown.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rotate_pairs(np.array([[1.0, 0.0]]), np.array([[np.pi / 2]])).round(12)
+    array([[0., 1.]])
+    """
+    layout = check_layout(layout)
+    xf = np.array(x, dtype=np.float64)
+    ang = np.asarray(angles, dtype=np.float64)
+    if xf.ndim < 2:
+        raise ValueError(f"x must have at least 2 dimensions (..., seq, d), got shape {xf.shape}")
+    if ang.ndim != 2 or ang.shape[0] != xf.shape[-2] or 2 * ang.shape[1] > xf.shape[-1]:
+        raise ValueError(
+            f"angles must have shape (seq, r/2) with seq = x.shape[-2] = {xf.shape[-2]} and "
+            f"r <= x.shape[-1] = {xf.shape[-1]}, got {ang.shape}"
+        )
+    r = 2 * ang.shape[1]
+    cos, sin = np.cos(ang), np.sin(ang)
+    first, second = _pair_slices(layout, r)
+    x1, x2 = xf[first].copy(), xf[second].copy()
+    xf[first] = x1 * cos - x2 * sin  # x1' = x1 cos - x2 sin
+    xf[second] = x2 * cos + x1 * sin  # x2' = x2 cos + x1 sin
+    return xf
+
+
+def _apply_rope_numpy(x, pos, base, layout, rotary_dim):
+    arr = np.asarray(x)
+    if arr.dtype == np.bool_ or arr.dtype.kind not in "fiu":
+        raise TypeError(f"x must hold real numbers (a float or integer dtype), got {arr.dtype}")
+    _check_x_shape(arr.shape)
+    d = arr.shape[-1]
+    r = check_rotary_dim(rotary_dim, d)
+    seq = arr.shape[-2]
+    pos = np.arange(seq, dtype=np.int64) if pos is None else check_positions(pos, seq)
+    angles = pos.astype(np.float64)[:, None] * inverse_frequencies(r, base)[None, :]
+    out = rotate_pairs(arr, angles, layout=layout)
+    out_dtype = arr.dtype if arr.dtype.kind == "f" else np.float64
+    return out.astype(out_dtype, copy=False)
+
+
+def _check_x_shape(shape):
+    if len(shape) < 2:
+        raise ValueError(
+            f"x must have at least 2 dimensions (..., seq, d), got shape {tuple(shape)}"
+        )
+    d = shape[-1]
+    if d < 2 or d % 2:
+        raise ValueError(
+            f"the last dimension of x (d) must be a positive even number (RoPE rotates "
+            f"pairs of features), got {d}"
+        )
+
+
+# --------------------------------------------------------------------------------------
+# torch path: cached tables, one or three kernels
+# --------------------------------------------------------------------------------------
+
+_CACHE_SIZE = 64
+_cache: OrderedDict = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def clear_rope_cache():
+    """Empty the small LRU cache of cos/sin tables that :func:`apply_rope` keeps for tensors.
+
+    :func:`apply_rope` caches, for each (positions, rotated width, base, dtype, device,
+    layout), the tables it builds on first use (at most 64 entries, least recently used
+    evicted), so that repeated calls do not recompute trigonometric functions.  Clear it
+    to measure a first call, or to free device memory.
+
+    Examples
+    --------
+    >>> clear_rope_cache()
+    """
+    with _cache_lock:
+        _cache.clear()
+
+
+def _is_tensor(x):
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _positions_key(pos, seq):
+    """A hashable key for the positions, and the positions as an int64 array (or None)."""
+    if pos is None:
+        return ("range", 0, seq), None
+    arr = check_positions(pos, seq)
+    if seq and np.array_equal(arr, arr[0] + np.arange(seq, dtype=np.int64)):
+        return ("range", int(arr[0]), seq), arr  # a contiguous run, e.g. a KV-cache offset
+    return ("array", arr.tobytes()), arr
+
+
+def _torch_tables(pos_key, pos, seq, r, base, compute_dtype, device, layout):
+    """Cached tables: complex ``(seq, r/2)`` for interleaved, ``(cos, sin)`` for half."""
+    import torch
+
+    key = (pos_key, r, base, compute_dtype, str(device), layout)
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+    if pos is None:
+        pos = np.arange(seq, dtype=np.int64)
+    angles = pos.astype(np.float64)[:, None] * inverse_frequencies(r, base)[None, :]  # float64
+    if layout == "interleaved":
+        # e^{i m theta} in complex128, cast once to the compute precision.
+        cdtype = torch.complex64 if compute_dtype == torch.float32 else torch.complex128
+        cis = torch.from_numpy(np.cos(angles) + 1j * np.sin(angles))
+        value = cis.to(device=device, dtype=cdtype)
+    else:
+        value = (
+            torch.from_numpy(np.cos(angles)).to(device=device, dtype=compute_dtype),
+            torch.from_numpy(np.sin(angles)).to(device=device, dtype=compute_dtype),
+        )
+    with _cache_lock:
+        _cache[key] = value
+        _cache.move_to_end(key)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return value
+
+
+def _as_complex_pairs(t, r):
+    """View ``t[..., :r]`` as ``(..., r/2)`` complex numbers (interleaved pairs), no copy."""
+    import torch
+
+    return torch.view_as_complex(t[..., :r].unflatten(-1, (r // 2, 2)))
+
+
+def _rotate_interleaved_torch(x, cis, r):
+    """Interleaved layout: one complex multiply, ``(x1 + i x2) * e^{i m theta}``."""
+    import torch
+
+    d = x.shape[-1]
+    try:
+        xc = _as_complex_pairs(x, r)
+    except RuntimeError:  # strides that a complex view cannot express
+        x = x.contiguous()
+        xc = _as_complex_pairs(x, r)
+    if r == d:
+        return torch.view_as_real(xc * cis).flatten(-2)
+    if torch.is_grad_enabled() and (x.requires_grad or cis.requires_grad):
+        return torch.cat((torch.view_as_real(xc * cis).flatten(-2), x[..., r:]), dim=-1)
+    out = torch.empty_like(x)
+    torch.mul(xc, cis, out=_as_complex_pairs(out, r))
+    out[..., r:] = x[..., r:]
+    return out
+
+
+def _rotate_half_torch(x, cos, sin, r):
+    """Half layout: ``x1' = x1 cos - x2 sin``, ``x2' = x2 cos + x1 sin`` with ``x1 = x[..., :h]``.
+
+    Without autograd, three kernels write into one preallocated output (no ``cat`` and
+    no ``rotate_half`` temporaries): ``out = x * cos`` over both halves, then
+    ``out1 -= x2 * sin`` and ``out2 += x1 * sin`` in place.
+    """
+    import torch
+
+    d = x.shape[-1]
+    h = r // 2
+    if torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad):
+        x1, x2 = x[..., :h], x[..., h:r]
+        parts = [x1 * cos - x2 * sin, x2 * cos + x1 * sin]
+        if r < d:
+            parts.append(x[..., r:])
+        return torch.cat(parts, dim=-1)
+    out = torch.empty_like(x)
+    xv = x[..., :r].unflatten(-1, (2, h))  # (..., seq, 2, h): [x1; x2]
+    ov = out[..., :r].unflatten(-1, (2, h))
+    torch.mul(xv, cos.unsqueeze(-2), out=ov)  # [x1 cos; x2 cos]
+    ov[..., 0, :].addcmul_(xv[..., 1, :], sin, value=-1)  # x1 cos - x2 sin
+    ov[..., 1, :].addcmul_(xv[..., 0, :], sin)  # x2 cos + x1 sin
+    if r < d:
+        out[..., r:] = x[..., r:]
+    return out
+
+
+def _apply_rope_torch(x, pos, base, layout, rotary_dim):
+    import torch
+
+    if not x.is_floating_point():
+        raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
+    _check_x_shape(tuple(x.shape))
+    d = x.shape[-1]
+    r = check_rotary_dim(rotary_dim, d)
+    seq = x.shape[-2]
+    pos_key, pos_arr = _positions_key(pos, seq)
+    dtype = x.dtype
+    # float16 / bfloat16: rotate in float32, cast the result back (one rounding at the end).
+    compute = dtype if dtype in (torch.float32, torch.float64) else torch.float32
+    xc = x if dtype == compute else x.to(compute)
+    if layout == "interleaved":
+        cis = _torch_tables(pos_key, pos_arr, seq, r, base, compute, x.device, layout)
+        out = _rotate_interleaved_torch(xc, cis, r)
+    else:
+        cos, sin = _torch_tables(pos_key, pos_arr, seq, r, base, compute, x.device, layout)
+        out = _rotate_half_torch(xc, cos, sin, r)
+    return out if dtype == compute else out.to(dtype)
+
+
+def apply_rope(x, positions=None, *, base=10000.0, layout="interleaved", rotary_dim=None):
+    """Rotate the last dimension of ``x`` by RoPE, position by position.
+
+    For every pair ``i`` of features and every sequence position ``s`` with position
+    ``m = positions[s]``:
+
+    .. math::
+
+       (x_1', x_2') = (x_1\\cos m\\theta_i - x_2\\sin m\\theta_i,\\;
+                       x_2\\cos m\\theta_i + x_1\\sin m\\theta_i), \\qquad
+       \\theta_i = \\mathrm{base}^{-2i/r}
+
+    where ``(x_1, x_2)`` is ``(x[..., 2i], x[..., 2i+1])`` for ``layout="interleaved"``
+    and ``(x[..., i], x[..., i + r/2])`` for ``layout="half"``, and ``r`` is the number
+    of rotated features (``d`` unless ``rotary_dim`` is given).
+
+    Angles are formed in float64 and cast at the end.  NumPy input is computed in
+    float64 and returned in its own float dtype (integer input gives float64).  Tensor
+    input is returned as a tensor of the same dtype and device: float32 and float64 are
+    computed in their own precision from float64-accurate tables; float16 and bfloat16
+    are computed in float32 and cast back.  For tensors the cos/sin (or complex) tables
+    are cached per (positions, r, base, dtype, device, layout) in a small LRU cache
+    (:func:`clear_rope_cache`); the interleaved layout is one complex multiply, the half
+    layout three kernels into one preallocated output.  Autograd works (a
+    differentiable formula is used when ``x`` requires grad).
+
+    Parameters
+    ----------
+    x : numpy.ndarray or torch.Tensor
+        Shape ``(..., seq, d)`` with ``d`` even (queries or keys, e.g.
+        ``(batch, heads, seq, head_dim)``).
+    positions : array_like of int or torch.Tensor, optional
+        Shape ``(seq,)``: the position of each row.  Default ``0 .. seq - 1``.  Any
+        integers: an offset run ``start .. start + seq - 1`` rotates the new tokens of a
+        KV cache exactly as in the full sequence; negative positions are allowed (a
+        rotation by a negative angle).
+    base : float, keyword-only, default 10000.0
+        Finite and ``> 1``.
+    layout : {"interleaved", "half"}, keyword-only
+        ``"interleaved"``: pairs ``(2i, 2i+1)`` (Meta Llama, GPT-J);
+        ``"half"``: pairs ``(i, i + r/2)`` (GPT-NeoX, Hugging Face ``rotate_half``).
+    rotary_dim : int, keyword-only, optional
+        Partial rotary (GPT-NeoX, GPT-J, Phi): rotate only the first ``rotary_dim``
+        features (even, ``<= d``), with frequencies ``base ** (-2i / rotary_dim)``, and
+        pass the rest through unchanged.  Default: all ``d``.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        Same shape as ``x``; same kind, dtype and device for tensors.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` does not hold real numbers, ``positions`` are not integers, or
+        ``base`` is not real.
+    ValueError
+        If ``x`` has fewer than 2 dimensions or an odd last dimension, ``positions``
+        does not have shape ``(seq,)``, ``base <= 1``, ``layout`` is unknown, or
+        ``rotary_dim`` is not an even number in ``[2, d]``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.ones((3, 4))
+    >>> y = apply_rope(x, base=100)
+    >>> bool(np.allclose(y[0], x[0]))                   # position 0: no rotation
+    True
+    >>> bool(np.allclose(y[2], rope_rotation_matrix(2, 4, 100) @ x[2]))
+    True
+
+    Rotations keep lengths, and scores depend only on the offset:
+
+    >>> rng = np.random.default_rng(0)
+    >>> q, k = rng.normal(size=(2, 1, 8))
+    >>> def score(m, n):
+    ...     return float((apply_rope(q, [m]) @ apply_rope(k, [n]).T)[0, 0])
+    >>> bool(np.isclose(score(3, 1), score(103, 101)))
+    True
+
+    A KV cache: rotating the last 2 tokens at positions 4, 5 equals slicing the full
+    sequence:
+
+    >>> x = rng.normal(size=(6, 8))
+    >>> bool(np.allclose(apply_rope(x[4:], [4, 5]), apply_rope(x)[4:]))
+    True
+    """
+    b = check_base(base)
+    layout = check_layout(layout)
+    if _is_tensor(x):
+        return _apply_rope_torch(x, positions, b, layout, rotary_dim)
+    return _apply_rope_numpy(x, positions, b, layout, rotary_dim)
