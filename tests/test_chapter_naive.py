@@ -1,0 +1,204 @@
+"""The chapter naive-encodings: the requirement checkers and the findings the page states.
+
+Every verdict in the page's requirements table comes from a checker in
+:mod:`posenc.requirements`; these tests pin each verdict for each encoding, show each
+checker failing on a deliberately broken encoding (and passing on the sinusoid), check
+the argument validation, and pin the numbers the page builds its argument on.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import posenc
+from posenc import requirements as R
+
+ENC = R.standard_encodings(16)
+
+# The table of the page: True = ✓.
+EXPECTED = {
+    "unique": dict(index=True, normalized=True, binary=True, sinusoidal=True),
+    "bounded": dict(index=False, normalized=True, binary=True, sinusoidal=True),
+    "same_across_lengths": dict(index=True, normalized=False, binary=True, sinusoidal=True),
+    "smooth": dict(index=True, normalized=True, binary=False, sinusoidal=True),
+    "relative_shift": dict(index=False, normalized=False, binary=False, sinusoidal=True),
+    "extrapolates": dict(index=False, normalized=False, binary=True, sinusoidal=True),
+}
+
+
+@pytest.fixture(scope="module")
+def scores():
+    return R.score_requirements(ENC)
+
+
+@pytest.mark.parametrize("req", list(EXPECTED))
+@pytest.mark.parametrize("enc", list(ENC))
+def test_each_checker_gives_the_expected_verdict(scores, req, enc):
+    verdict = scores[req][enc]
+    assert verdict.passed is EXPECTED[req][enc], (req, enc, verdict)
+    assert bool(verdict) is verdict.passed
+
+
+def test_only_the_sinusoid_meets_every_requirement(scores):
+    full = [e for e in ENC if all(scores[r][e].passed for r in scores)]
+    assert full == ["sinusoidal"]
+
+
+# -- deliberately broken encodings: each checker must catch its own failure -----------
+
+def _sin_at(positions, d=16, base=10000.0):
+    """Sinusoid rows at arbitrary (real) positions."""
+    w = posenc.inverse_frequencies(d, base)
+    a = np.asarray(positions, dtype=np.float64)[:, None] * w
+    out = np.empty((a.shape[0], d))
+    out[:, 0::2], out[:, 1::2] = np.sin(a), np.cos(a)
+    return out
+
+
+def periodic(n):          # every pair turns with period 8: position p and p + 8 collide
+    a = 2 * np.pi * np.arange(n)[:, None] / 8 * np.ones(8)
+    return np.concatenate([np.sin(a), np.cos(a)], axis=1)
+
+
+def growing(n):           # a sinusoid whose amplitude grows with the position
+    return _sin_at(np.arange(n)) * np.sqrt(1 + np.arange(n))[:, None]
+
+
+def length_dependent(n):  # a sinusoid of the normalised position: depends on n
+    return _sin_at(1000 * np.arange(n) / max(n - 1, 1))
+
+
+def strided(n):           # the sinusoid at positions 0, 97, 194, ...: neighbours far apart
+    return _sin_at(97 * np.arange(n))
+
+
+def sines_only(n):        # seed 001's first idea: only sines, no cosine partners
+    return np.sin(np.arange(n)[:, None] * 10000.0 ** (-np.arange(16) / 16))
+
+
+def noisy(n):             # a fresh random table on every call: not deterministic
+    return _sin_at(np.arange(n)) + np.random.default_rng().normal(0, 1e-3, (n, 16))
+
+
+def wrapping(n):          # an 8-bit counter: positions 256 and up reuse codes
+    return posenc.binary_encoding(n, 8)
+
+
+BROKEN = {
+    R.check_unique: periodic,
+    R.check_bounded: growing,
+    R.check_same_across_lengths: length_dependent,
+    R.check_smooth: strided,
+    R.check_relative_shift: sines_only,
+    R.check_extrapolates: noisy,
+}
+
+
+@pytest.mark.parametrize("check", list(BROKEN), ids=lambda c: c.__name__)
+def test_each_checker_fails_a_broken_encoding_and_passes_the_sinusoid(check):
+    assert not check(BROKEN[check]).passed
+    assert check(ENC["sinusoidal"]).passed
+
+
+def test_the_strided_sinusoid_breaks_only_smoothness():
+    results = {name: check(strided).passed for name, (check, *_l) in R.REQUIREMENTS.items()}
+    assert results == {name: name != "smooth" for name in R.REQUIREMENTS}
+
+
+def test_extrapolation_catches_a_wrapping_counter():
+    v = R.check_extrapolates(wrapping, train_length=128, factor=4)
+    assert not v.passed and v.reason == "new positions reuse the codes of old ones"
+    assert R.check_extrapolates(wrapping, train_length=32, factor=4).passed
+
+
+def test_seed001_sines_only_with_halving_frequencies_has_no_linear_shift():
+    # seed 001, step (4): omega_i = 1 / 2**i, sines only
+    halving = lambda n: np.sin(np.arange(n)[:, None] / 2.0 ** np.arange(16))  # noqa: E731
+    v = R.check_relative_shift(halving)
+    assert not v.passed and v.score > 0.1
+
+
+# -- properties over inputs -------------------------------------------------------------
+
+@settings(max_examples=25, deadline=None)
+@given(d=st.integers(1, 12).map(lambda h: 2 * h),
+       base=st.floats(2.0, 1e5),
+       k=st.integers(1, 60))
+def test_sinusoid_shift_is_linear_for_any_width_base_and_offset(d, base, k):
+    table = functools.partial(posenc.sinusoidal_encoding, d_model=d, base=base)
+    assert R.check_relative_shift(table, n_positions=200, shifts=(k,)).passed
+
+
+@settings(max_examples=20, deadline=None)
+@given(bits=st.integers(2, 9), extra=st.integers(0, 40))
+def test_binary_is_unique_exactly_up_to_two_to_the_bits(bits, extra):
+    table = functools.partial(posenc.binary_encoding, d_model=bits)
+    assert R.check_unique(table, 2 ** bits).passed
+    assert not R.check_unique(table, 2 ** bits + 1 + extra).passed
+
+
+@settings(max_examples=20, deadline=None)
+@given(short=st.integers(2, 50), extra=st.integers(1, 500))
+def test_normalised_index_always_changes_with_the_length(short, extra):
+    v = R.check_same_across_lengths(ENC["normalized"], short, short + extra)
+    assert not v.passed
+    # the last short position: 1 in the short sequence, (short-1)/(long-1) in the long one
+    assert v.score == pytest.approx(1 - (short - 1) / (short + extra - 1))
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(2, 300), growth=st.integers(2, 12))
+def test_index_grows_exactly_with_the_length(n, growth):
+    v = R.check_bounded(ENC["index"], n, growth)
+    assert v.score == pytest.approx((growth * n - 1) / (n - 1))
+
+
+# -- argument validation ----------------------------------------------------------------
+
+T = ENC["sinusoidal"]
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda: R.check_unique(42), TypeError, "table must be a callable"),
+    (lambda: R.check_unique(T, 1), ValueError, "n_positions must be >= 2"),
+    (lambda: R.check_unique(T, 2.5), TypeError, "n_positions must be an integer"),
+    (lambda: R.check_unique(T, tol=-1), ValueError, "tol must be >= 0"),
+    (lambda: R.check_unique(lambda n: np.zeros(n)), ValueError, r"shape \(n, d\)"),
+    (lambda: R.check_unique(lambda n: np.zeros((n + 1, 2))), ValueError, r"shape \(n, d\)"),
+    (lambda: R.check_bounded(T, growth=1), ValueError, "growth must be >= 2"),
+    (lambda: R.check_same_across_lengths(T, 10, 10), ValueError, "long_length must be >= 11"),
+    (lambda: R.check_same_across_lengths(lambda n: np.zeros((n, n))), ValueError, "same width"),
+    (lambda: R.check_smooth(T, 2), ValueError, "n_positions must be >= 3"),
+    (lambda: R.check_smooth(T, max_ratio=0), ValueError, "max_ratio must be > 0"),
+    (lambda: R.check_smooth(T, max_ratio="1"), TypeError, "max_ratio must be a real number"),
+    (lambda: R.check_relative_shift(T, shifts=()), ValueError, "at least one offset"),
+    (lambda: R.check_relative_shift(T, shifts=(0,)), ValueError, "shifts must be >= 1"),
+    (lambda: R.check_relative_shift(T, n_positions=40), ValueError, "overdetermined"),
+    (lambda: R.check_extrapolates(T, train_length=1), ValueError, "train_length must be >= 2"),
+    (lambda: R.check_extrapolates(T, factor=1), ValueError, "factor must be >= 2"),
+    (lambda: R.standard_encodings(7), ValueError, "positive even number"),
+    (lambda: R.score_requirements([T]), TypeError, "encodings must be a dict"),
+    (lambda: R.score_requirements({}), ValueError, "at least one encoding"),
+    (lambda: R.score_requirements({"x": 1}), TypeError, r"encodings\['x'\] must be callable"),
+    (lambda: R.requirements_table({}, language="fr"), ValueError, "language must be"),
+    (lambda: R.requirements_table({"fast": {}}), ValueError, "unknown requirements"),
+])
+def test_bad_arguments_are_rejected_with_a_clear_message(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
+
+
+def test_table_renders_in_both_languages(scores):
+    en = R.requirements_table(scores, "en")
+    zh = R.requirements_table(scores, "zh")
+    assert en.splitlines()[0] == "| Requirement | Index | Normalised | Binary | Sinusoidal |"
+    assert zh.splitlines()[0] == "| 要求 | 索引 | 归一化 | 二进制 | 正弦 |"
+    for table in (en, zh):
+        rows = table.splitlines()[2:]
+        assert len(rows) == 6
+        assert [r.count("✓") for r in rows] == [sum(EXPECTED[q].values()) for q in EXPECTED]
