@@ -1,0 +1,433 @@
+"""Helpers for the site tests: find the built site, serve it, drive Chromium over it.
+
+The site is ``_build/html`` (``nox -s docs``) or the folder named by ``POSENC_SITE_DIR``.
+When it is missing, or Chromium is, the tests are skipped on a workstation and fail in
+CI (``CI=true``): CI must never pass by skipping.
+
+:func:`check_page` is the whole browser check of one page; the broken-page test runs the
+same function on a page made to fail, so the checks are known to bite.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LANGS = {"en": "en", "zh": "zh-CN"}  # folder -> <html lang>
+NOT_CHAPTERS = {"genindex", "search", "404", "py-modindex"}
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--no-first-run",
+]
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip on a workstation; in CI a missing prerequisite is a failure."""
+    if in_ci():
+        pytest.fail(f"{reason} (CI=true: not skipping)")
+    pytest.skip(reason)
+
+
+def site_dir() -> Path:
+    return Path(os.environ.get("POSENC_SITE_DIR") or ROOT / "_build" / "html").resolve()
+
+
+def require_site() -> Path:
+    site = site_dir()
+    missing = [f"{lang}/index.html" for lang in LANGS if not (site / lang / "index.html").is_file()]
+    if missing:
+        skip_or_fail(f"no built site at {site} (missing {', '.join(missing)}): run nox -s docs")
+    return site
+
+
+def screenshot_dir(site: Path) -> Path:
+    env = os.environ.get("POSENC_SCREENSHOT_DIR")
+    return Path(env) if env else site.parent / "screenshots"
+
+
+def discover_pages(site: Path) -> list[tuple[str, str]]:
+    """(lang, pagename) of every page of both languages, from the built HTML files."""
+    pages = []
+    for lang in LANGS:
+        root = site / lang
+        if not root.is_dir():
+            continue
+        for html in sorted(root.rglob("*.html")):
+            rel = html.relative_to(root)
+            if rel.parts[0].startswith("_"):  # _static, _sources, _images, _modules
+                continue
+            name = rel.with_suffix("").as_posix()
+            if name not in NOT_CHAPTERS:
+                pages.append((lang, name))
+    return pages
+
+
+# -- Serving -------------------------------------------------------------------------
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    extensions_map = {
+        **http.server.SimpleHTTPRequestHandler.extensions_map,
+        ".js": "text/javascript", ".mjs": "text/javascript", ".woff2": "font/woff2",
+        ".woff": "font/woff", ".svg": "image/svg+xml", ".ipynb": "application/json",
+    }
+
+    def log_message(self, format, *args):  # noqa: A002 - the base class's name
+        pass
+
+
+class _QuietServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):  # a browser hanging up early
+        pass
+
+
+@contextlib.contextmanager
+def serve(directory: Path):
+    """Serve ``directory`` on an ephemeral localhost port; yield the base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(directory))
+    server = _QuietServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# -- The browser ---------------------------------------------------------------------
+
+@contextlib.contextmanager
+def chromium():
+    """One headless Chromium (Debian's, driven by Playwright)."""
+    if not Path(CHROMIUM).exists():
+        skip_or_fail(f"{CHROMIUM} is missing: apt-get install chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:  # pragma: no cover - requirements/test.txt has it
+        skip_or_fail("playwright is not installed")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def new_context(browser):
+    """A browser context that starts every page in light mode, 1280x900."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
+    context.add_init_script(
+        "try { localStorage.setItem('mode', 'light'); localStorage.setItem('theme', 'light'); }"
+        " catch (e) {}"
+    )
+    return context
+
+
+# -- Checking one page ---------------------------------------------------------------
+
+SETTLE_JS = """
+async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    await MathJax.startup.promise;
+  }
+  await Promise.all([...document.images].map(img => img.complete ? null :
+    new Promise(done => { img.addEventListener("load", done); img.addEventListener("error", done); })));
+  if (document.fonts) await document.fonts.ready;
+}
+"""
+
+INSPECT_JS = r"""
+() => {
+  const out = {};
+  const math = [...document.querySelectorAll(".math")];
+  out.math = math.length;
+  out.mjx = document.querySelectorAll("mjx-container").length;
+  out.unrendered = math.filter(el => !el.querySelector("mjx-container"))
+                       .map(el => el.textContent.trim().slice(0, 60));
+  // Raw TeX left in the text a reader sees (code is allowed to contain dollars).
+  const SKIP = new Set(["SCRIPT", "STYLE", "NOSCRIPT", "PRE", "CODE", "TEXTAREA", "KBD",
+                        "SAMP", "TEMPLATE", "MJX-CONTAINER", "MJX-ASSISTIVE-MML", "MATH"]);
+  const RAW = /\\\(|\\\)|\\\[|\\\]|\$\$|\\begin\{|\$[^$\s][^$\n]*?\$/;
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT, {
+    acceptNode(node) {
+      for (let el = node.parentElement; el; el = el.parentElement) {
+        if (SKIP.has(el.tagName) || el.classList.contains("highlight")) return NodeFilter.FILTER_REJECT;
+      }
+      return NodeFilter.FILTER_ACCEPT;
+    }
+  });
+  out.rawMath = [];
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const m = n.textContent.match(RAW);
+    if (m) {
+      const i = Math.max(0, m.index - 20);
+      out.rawMath.push(n.textContent.slice(i, m.index + m[0].length + 20).replace(/\s+/g, " "));
+    }
+  }
+  out.images = [...document.images].map(img => ({
+    src: img.getAttribute("src") || "", alt: img.getAttribute("alt"),
+    width: img.naturalWidth, complete: img.complete,
+    content: !!img.closest("article"),
+  }));
+  out.codeBlocks = document.querySelectorAll("article div.highlight pre").length;
+  out.copyButtons = document.querySelectorAll("article button.copybtn").length;
+  out.lang = document.documentElement.lang;
+  out.launch = [...document.querySelectorAll(".dropdown-launch-buttons a")].map(a => a.href);
+  out.downloads = [...document.querySelectorAll(".dropdown-download-buttons a")].map(a => a.getAttribute("href"));
+  return out;
+}
+"""
+
+DARK_JS = r"""
+async () => {
+  // How legible each content image is on the dark page: an opaque image carries its own
+  // background; a transparent one shows whatever is behind it.
+  const lum = (css) => {
+    const m = css.match(/rgba?\(([^)]+)\)/);
+    if (!m) return null;
+    const [r, g, b, a = 1] = m[1].split(/[ ,/]+/).filter(Boolean).map(Number);
+    return a === 0 ? null : (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
+  };
+  const backdrop = (el) => {
+    for (let e = el; e; e = e.parentElement) {
+      const l = lum(getComputedStyle(e).backgroundColor);
+      if (l !== null) return l;
+    }
+    return lum(getComputedStyle(document.body).backgroundColor) ?? 1;
+  };
+  const results = [];
+  for (const img of document.querySelectorAll("article img")) {
+    if (!img.naturalWidth) continue;
+    const w = Math.min(img.naturalWidth, 800), h = Math.max(1, Math.round(img.naturalHeight * w / img.naturalWidth));
+    const canvas = document.createElement("canvas");
+    canvas.width = w; canvas.height = h;
+    const ctx = canvas.getContext("2d");
+    let transparent = 0, total = 0;
+    try {
+      ctx.drawImage(img, 0, 0, w, h);
+      const data = ctx.getImageData(0, 0, w, h).data;
+      for (let i = 3; i < data.length; i += 16) { total++; if (data[i] < 250) transparent++; }
+    } catch (e) { results.push({src: img.getAttribute("src"), error: String(e)}); continue; }
+    results.push({src: img.getAttribute("src"), transparent: transparent / Math.max(total, 1),
+                  backdrop: backdrop(img)});
+  }
+  return {theme: document.documentElement.dataset.theme,
+          page: lum(getComputedStyle(document.body).backgroundColor), images: results};
+}
+"""
+
+UNOBSTRUCTED_JS = """
+(el) => {
+  // Visible, and what the reader sees at its centre and corners is the link itself.
+  const r = el.getBoundingClientRect();
+  if (r.width < 2 || r.height < 2) return false;
+  const pts = [[r.left + r.width / 2, r.top + r.height / 2], [r.left + 2, r.top + 2],
+               [r.right - 2, r.top + 2], [r.left + 2, r.bottom - 2], [r.right - 2, r.bottom - 2]];
+  return pts.every(([x, y]) => { const hit = document.elementFromPoint(x, y); return hit && el.contains(hit); });
+}
+"""
+
+FILE_NAME_ALT = re.compile(r"(^|/)[^/\s]+\.(png|jpe?g|gif|svg|webp)$", re.I)
+
+
+@dataclass
+class PageReport:
+    """What the browser saw on one page; ``problems`` is empty when it passes."""
+
+    lang: str
+    page: str
+    problems: list[str] = field(default_factory=list)
+    info: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        i = self.info
+        if self.problems:
+            return f"{self.lang}/{self.page}: FAIL " + "; ".join(self.problems)
+        return (f"{self.lang}/{self.page}: ok ({self.seconds:.1f} s): "
+                f"math {i.get('mjx', 0)} rendered/{i.get('math', 0)}, "
+                f"images {i.get('images', 0)} loaded with alt, "
+                f"dark-mode figures {i.get('dark_images', 0)} legible, "
+                f"code blocks {i.get('code', 0)} with {i.get('copy', 0)} copy buttons, "
+                f"launch links {len(i.get('launch', []))}, downloads {len(i.get('downloads', []))}, "
+                f"switch -> {i.get('switch', '?')}")
+
+
+def _switch_to_dark(page) -> bool:
+    """Use the theme's own colour-mode menu to choose dark."""
+    button = page.locator(".theme-switch-button:visible").first
+    if button.count() == 0:
+        return False
+    button.click()
+    choice = page.locator(".theme-change-button[data-mode='dark']:visible").first
+    if choice.count() == 0:
+        return False
+    choice.click()
+    return page.evaluate("document.documentElement.dataset.theme") == "dark"
+
+
+def check_page(context, base: str, lang: str, name: str, shots: Path | None = None,
+               other_lang: str | None = None) -> PageReport:
+    """Load ``base/lang/name.html`` in ``context`` and run every reader-facing check."""
+    report = PageReport(lang, name)
+    start = time.perf_counter()
+    problems = report.problems
+    console, failed, bad_status, external = [], [], [], []
+    page = context.new_page()
+
+    def route(r):
+        url = r.request.url
+        parsed = urlparse(url)
+        if parsed.scheme in {"http", "https", "ws", "wss"} and parsed.hostname not in LOCAL_HOSTS:
+            external.append(url)
+            r.abort()
+        else:
+            r.continue_()
+
+    page.route("**/*", route)
+    # Events count until the language switch is clicked; the page it leads to is checked
+    # in its own right (and leaving early aborts its pending requests).
+    live = [True]
+    page.on("console", lambda m: live[0] and m.type == "error" and console.append(m.text))
+    page.on("pageerror", lambda e: live[0] and console.append(f"uncaught: {e}"))
+    page.on("requestfailed", lambda r: live[0] and failed.append(r.url))
+    page.on("response", lambda r: live[0] and r.status >= 400
+            and bad_status.append(f"{r.status} {r.url}"))
+    try:
+        url = f"{base}/{lang}/{name}.html"
+        page.goto(url, wait_until="load")
+        page.evaluate(SETTLE_JS)
+        if page.locator("article div.highlight pre").count():
+            try:
+                page.wait_for_selector("article button.copybtn", state="attached", timeout=3000)
+            except Exception:
+                pass
+        seen = page.evaluate(INSPECT_JS)
+        info = report.info
+        info.update(math=seen["math"], mjx=seen["mjx"], code=seen["codeBlocks"],
+                    copy=seen["copyButtons"], images=len(seen["images"]),
+                    launch=seen["launch"], downloads=seen["downloads"])
+
+        expected_lang = LANGS[lang]
+        if seen["lang"] != expected_lang:
+            problems.append(f"<html lang> is {seen['lang']!r}, expected {expected_lang!r}")
+        # Math rendered, no raw TeX visible.
+        if seen["math"] and not seen["mjx"]:
+            problems.append(f"{seen['math']} math elements but MathJax rendered none")
+        elif seen["unrendered"]:
+            problems.append(f"unrendered math: {seen['unrendered'][:3]}")
+        if seen["rawMath"]:
+            problems.append(f"raw TeX in the text: {seen['rawMath'][:3]}")
+        # Images loaded, with real alt text.
+        for img in seen["images"]:
+            if not img["complete"] or img["width"] == 0:
+                problems.append(f"image not loaded: {img['src']}")
+            alt = (img["alt"] or "").strip()
+            if not alt:
+                problems.append(f"image without alt text: {img['src']}")
+            elif alt == img["src"] or FILE_NAME_ALT.search(alt):
+                problems.append(f"image alt is a file name: {alt}")
+        # Copy buttons on code.
+        if seen["codeBlocks"] and not seen["copyButtons"]:
+            problems.append(f"{seen['codeBlocks']} code blocks but no copy button")
+
+        if shots is not None:
+            target = shots / lang / f"{name}.png"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(target), full_page=True)
+
+        # Dark mode: the theme's switch works and figures stay legible.
+        if not _switch_to_dark(page):
+            problems.append("the colour-mode menu does not switch to dark")
+        else:
+            dark = page.evaluate(DARK_JS)
+            if dark["page"] is not None and dark["page"] > 0.5:
+                problems.append("dark mode left the page background light")
+            for img in dark["images"]:
+                if "error" in img:
+                    problems.append(f"cannot read image pixels {img['src']}: {img['error']}")
+                elif img["transparent"] > 0.01 and img["backdrop"] < 0.5:
+                    problems.append(
+                        f"figure {img['src']} is {img['transparent']:.0%} transparent on a "
+                        f"dark background in dark mode")
+            info["dark_images"] = len(dark["images"])
+
+        # The language switch leads to the same page in the other language.
+        other = other_lang or next(code for code in LANGS if code != lang)
+        link = page.locator("a.posenc-lang-switch").first
+        if link.count() == 0:
+            problems.append("no language switch link")
+        else:
+            page.evaluate("window.scrollTo(0, 0)")
+            if not link.evaluate(UNOBSTRUCTED_JS):
+                problems.append("the language switch is hidden or covered by another element")
+            live[0] = False
+            with page.expect_navigation(wait_until="domcontentloaded"):
+                link.evaluate("el => el.click()")  # where it leads, even if covered
+            landed = urlparse(page.url).path
+            want = f"/{other}/{name}.html"
+            got_lang = page.evaluate("document.documentElement.lang")
+            info["switch"] = landed
+            if landed != want:
+                problems.append(f"language switch went to {landed}, expected {want}")
+            if got_lang != LANGS[other]:
+                problems.append(f"language switch landed on <html lang={got_lang!r}>")
+    except Exception as exc:  # a timeout or a crash is a failed check, with the reason
+        problems.append(f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+    finally:
+        page.close()
+
+    if external:
+        problems.append(f"{len(external)} request(s) to other hosts: {sorted(set(external))[:3]}")
+    blocked = set(external)
+    failed = [u for u in failed if u not in blocked]
+    if failed:
+        problems.append(f"failed requests: {failed[:3]}")
+    if bad_status:
+        problems.append(f"HTTP errors: {bad_status[:3]}")
+    # Chromium logs each blocked or missing resource as a console error too; those are
+    # already reported above.
+    console = [c for c in console if "Failed to load resource" not in c]
+    if console:
+        problems.append(f"console errors: {console[:3]}")
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def search(context, base: str, lang: str, query: str, timeout_ms: int = 20000) -> list[str]:
+    """Run the site's own search page for ``query``; return the result links."""
+    from urllib.parse import quote
+
+    page = context.new_page()
+    page.route("**/*", lambda r: r.abort() if urlparse(r.request.url).hostname not in LOCAL_HOSTS
+               else r.continue_())
+    try:
+        page.goto(f"{base}/{lang}/search.html?q={quote(query)}", wait_until="load")
+        try:
+            page.wait_for_selector("#search-results ul.search li", timeout=timeout_ms)
+        except Exception:
+            # Finished with no results (the summary is there) or never finished.
+            page.wait_for_selector("#search-results p.search-summary", timeout=timeout_ms)
+        return page.eval_on_selector_all(
+            "#search-results ul.search li a", "as => as.map(a => a.getAttribute('href'))")
+    finally:
+        page.close()

@@ -1,0 +1,178 @@
+"""The built site in a real browser (Debian's Chromium, driven by Playwright).
+
+Every page of both languages is loaded from a local HTTP server with every request to
+another host blocked and counted, and must show: no console errors or failed requests,
+rendered math and no raw TeX, loaded images with real alt text, copy buttons on code,
+legible figures in dark mode (chosen with the theme's own menu), and a language switch
+that lands on the same page in the other language.  Search is driven through the
+site's search page.  A full-page screenshot of each page goes to
+``_build/screenshots/<lang>/<page>.png`` with a one-line summary per page in
+``_build/screenshots/report.txt``.
+
+``test_broken_page_fails`` runs the same checks on a page broken on purpose (a missing
+image, raw TeX, an external script, ...) and requires each check to report it.
+
+Point ``POSENC_SITE_DIR`` at another build to test that one instead of ``_build/html``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from browser_site import (
+    chromium,
+    check_page,
+    discover_pages,
+    new_context,
+    require_site,
+    screenshot_dir,
+    search,
+    serve,
+    site_dir,
+)
+
+pytestmark = pytest.mark.browser
+
+PAGES = discover_pages(site_dir()) or [("en", "index")]
+
+
+@pytest.fixture(scope="module")
+def site() -> Path:
+    return require_site()
+
+
+@pytest.fixture(scope="module")
+def base(site):
+    with serve(site) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def context(browser):
+    ctx = new_context(browser)
+    yield ctx
+    ctx.close()
+
+
+@pytest.fixture(scope="module")
+def reports(site):
+    collected = []
+    start = time.perf_counter()
+    yield collected
+    if collected:
+        out = screenshot_dir(site)
+        out.mkdir(parents=True, exist_ok=True)
+        lines = [r.summary() for r in collected]
+        lines.append(f"{len(collected)} pages in {time.perf_counter() - start:.1f} s")
+        (out / "report.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize(("lang", "name"), PAGES, ids=[f"{lang}/{name}" for lang, name in PAGES])
+def test_page(lang, name, site, base, context, reports):
+    report = check_page(context, base, lang, name, shots=screenshot_dir(site))
+    reports.append(report)
+    if report.problems:
+        pytest.fail(report.summary(), pytrace=False)
+
+
+@pytest.mark.parametrize(
+    ("lang", "query"),
+    [("zh", "位置编码"), ("zh", "旋转"), ("en", "rotary")],
+)
+def test_search_finds(lang, query, base, context):
+    hits = search(context, base, lang, query)
+    assert hits, f"the {lang} site's search for {query!r} found nothing"
+
+
+# -- The checks bite -----------------------------------------------------------------
+
+def _png(path: Path, rgba: tuple[int, int, int, int]) -> None:
+    from PIL import Image
+
+    Image.new("RGBA", (64, 40), rgba).save(path)
+
+
+BREAKAGE = """
+<div id="broken-on-purpose">
+  <p>The angle $\\theta_i$ was never given to MathJax.</p>
+  <p><span class="math notranslate nohighlight">\\(x^2\\)</span></p>
+  <img src="_images/missing.png" alt="a figure whose file is gone">
+  <img src="_images/opaque.png">
+  <img src="_images/opaque.png" alt="_images/opaque.png">
+  <p><img class="dark-light" src="_images/clear.png" alt="a figure with a transparent background"></p>
+  <div class="highlight"><pre>x = 1</pre></div>
+  <script src="https://cdn.example.com/analytics.js"></script>
+  <script>console.error("broken on purpose");</script>
+  <script>
+    addEventListener("load", () => {  // a banner lying over the language switch
+      const r = document.querySelector("a.posenc-lang-switch").getBoundingClientRect();
+      const cover = document.createElement("div");
+      Object.assign(cover.style, {position: "fixed", left: r.left + "px", top: r.top + "px",
+        width: r.width + "px", height: r.height + "px", zIndex: 9999, background: "#fff"});
+      document.body.append(cover);
+    });
+  </script>
+</div>
+"""
+
+
+def _broken_site(site: Path, tmp: Path) -> Path:
+    """A copy of en/index.html as en/broken.html, with one breakage per check."""
+    for lang in ("en", "zh"):
+        (tmp / lang).mkdir(parents=True)
+        os.symlink(site / lang / "_static", tmp / lang / "_static")
+        for name in ("index.html", "searchindex.js"):
+            shutil.copy(site / lang / name, tmp / lang / name)
+    images = tmp / "en" / "_images"
+    images.mkdir()
+    _png(images / "opaque.png", (255, 255, 255, 255))
+    _png(images / "clear.png", (0, 0, 0, 0))
+    html = (site / "en" / "index.html").read_text(encoding="utf-8")
+    # No copy buttons: drop copybutton.js.  The language switch still says index.html.
+    # The transparent image opts out of the theme's white backing (class dark-light).
+    html = re.sub(r'<script src="_static/copybutton\.js[^"]*"></script>', "", html)
+    html, n = re.subn(r"(<article[^>]*>)", r"\1" + BREAKAGE.replace("\\", "\\\\"), html, count=1)
+    assert n == 1, "no <article> in en/index.html"
+    (tmp / "en" / "broken.html").write_text(html, encoding="utf-8")
+    return tmp
+
+
+EXPECTED_FAILURES = {
+    "raw TeX": "raw TeX in the text",
+    "math not rendered": "math elements but MathJax rendered none",
+    "missing image": "image not loaded: _images/missing.png",
+    "missing image (HTTP)": "HTTP errors: ['404",
+    "no alt": "image without alt text: _images/opaque.png",
+    "file name as alt": "image alt is a file name",
+    "external request": "request(s) to other hosts: ['https://cdn.example.com/analytics.js']",
+    "console error": "console errors: ['broken on purpose'",
+    "no copy button": "code blocks but no copy button",
+    "transparent figure in dark mode": "transparent on a dark background",
+    "language switch target": "language switch went to /zh/index.html, expected /zh/broken.html",
+    "language switch covered": "the language switch is hidden or covered",
+}
+
+
+def test_broken_page_fails(site, browser, tmp_path):
+    broken = _broken_site(site, tmp_path / "site")
+    ctx = new_context(browser)
+    try:
+        with serve(broken) as url:
+            report = check_page(ctx, url, "en", "broken", shots=tmp_path / "shots")
+    finally:
+        ctx.close()
+    text = "\n".join(report.problems)
+    missed = [what for what, needle in EXPECTED_FAILURES.items() if needle not in text]
+    assert not missed, f"checks that did not fire: {missed}\nreported:\n{text}"

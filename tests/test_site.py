@@ -1,0 +1,486 @@
+"""Static checks of the built site (``_build/html``, or ``POSENC_SITE_DIR``).
+
+Offline reading (no resource from another host), hreflang and the language switch on
+every page, the jieba-segmented Chinese search index, the chooser, the 404 pages, the
+sitemaps, Open Graph tags, copy buttons, notebook downloads and launch links, the
+glossary.  ``test_reader_features_on_a_tiny_book`` builds a one-chapter book with the
+real conf.py to check the mechanisms themselves (alt text from captions, the warning for
+an image without one, the converted notebook) whatever the chapters hold today.
+
+A literal URL inside a JavaScript file is not a request: MathJax's bundle, for example,
+names a CDN for its speech-rule data, used only if a reader turns the speech explorer
+on.  What a page really loads is checked in the browser (tests/test_browser.py).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from urllib.parse import unquote, urljoin, urlparse
+
+import pytest
+
+from browser_site import LANGS, ROOT, discover_pages, require_site, site_dir, skip_or_fail
+
+pytestmark = pytest.mark.build
+
+
+def _conf_constant(name: str) -> str:
+    tree = ast.parse((ROOT / "conf.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
+            return ast.literal_eval(node.value)
+    raise LookupError(name)
+
+
+SITE_URL = _conf_constant("SITE_URL")
+REPO_URL = _conf_constant("REPO_URL")
+SITE_PATH = urlparse(SITE_URL).path  # /posenc/
+
+
+@pytest.fixture(scope="module")
+def site() -> Path:
+    return require_site()
+
+
+def _soup(path: Path):
+    from bs4 import BeautifulSoup
+
+    return BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+
+
+def _all_html(site: Path) -> list[tuple[str, Path]]:
+    """(lang, file) for every top-level page of each language, special pages included."""
+    out = []
+    for lang in LANGS:
+        out += [(lang, p) for p in sorted((site / lang).glob("*.html"))]
+    return out
+
+
+def _local_target(site: Path, page: Path, href: str) -> Path:
+    """The file a relative (or site-absolute, /posenc/...) href points at."""
+    path = unquote(urlparse(href).path)
+    if path.startswith(SITE_PATH):
+        return site / path[len(SITE_PATH):]
+    return Path(os.path.normpath(page.parent / path))
+
+
+# -- Offline -------------------------------------------------------------------------
+
+ABSOLUTE = r"(?:https?:)?//"
+RESOURCE_LINK_RELS = {"stylesheet", "icon", "shortcut", "apple-touch-icon", "preload",
+                      "modulepreload", "prefetch", "prerender", "preconnect", "dns-prefetch",
+                      "manifest", "mask-icon"}
+CSS_URL = re.compile(rf"""url\(\s*['"]?({ABSOLUTE}[^'")\s]+)|@import\s+(?:url\()?\s*['"]?({ABSOLUTE}[^'")\s;]+)""")
+QUOTED_URL = re.compile(rf"""(['"`])({ABSOLUTE}[^'"`\s]+)\1""")
+LOADS_WHAT_FOLLOWS = re.compile(
+    r"""(?:(?:\bfetch|\bimport|\bimportScripts|new\s+(?:Shared)?Worker|\.open)\s*\(\s*"""
+    r"""(?:["'][A-Z]+["']\s*,\s*)?|\bfrom\s*|\.(?:src|href)\s*=\s*)$"""
+)
+
+
+def js_loads(text: str) -> list[str]:
+    """Absolute URLs that JavaScript fetches, imports or assigns to a src/href."""
+    return [m[2] for m in QUOTED_URL.finditer(text)
+            if LOADS_WHAT_FOLLOWS.search(text[max(0, m.start() - 60):m.start()])]
+
+
+def _is_external(url: str | None) -> bool:
+    return bool(url) and re.match(ABSOLUTE, url.strip(), re.I) is not None
+
+
+def external_resources_in_html(text: str) -> list[str]:
+    """Absolute URLs an HTML page would *load* (links to click are fine)."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(text, "html.parser")
+    found = []
+    for tag in soup.find_all(["script", "img", "iframe", "embed", "source", "video", "audio",
+                              "track", "input", "image", "use"]):
+        for attr in ("src", "data-src", "poster", "href", "xlink:href"):
+            if tag.name in {"image", "use"} or attr != "href":
+                if _is_external(tag.get(attr)):
+                    found.append(f"<{tag.name} {attr}={tag.get(attr)}>")
+        for candidate in (tag.get("srcset") or "").split(","):
+            url = candidate.strip().split(" ")[0]
+            if _is_external(url):
+                found.append(f"<{tag.name} srcset={url}>")
+    for tag in soup.find_all("object"):
+        if _is_external(tag.get("data")):
+            found.append(f"<object data={tag['data']}>")
+    for tag in soup.find_all("link"):
+        rels = {r.lower() for r in (tag.get("rel") or [])}
+        if rels & RESOURCE_LINK_RELS and _is_external(tag.get("href")):
+            found.append(f"<link rel={' '.join(sorted(rels))} href={tag['href']}>")
+    for tag in soup.find_all(style=True):
+        found += [f"style url({a or b})" for a, b in CSS_URL.findall(tag["style"])]
+    for tag in soup.find_all("style"):
+        found += [f"<style> {a or b}" for a, b in CSS_URL.findall(tag.get_text())]
+    for tag in soup.find_all("script", src=False):
+        found += [f"<script> {u}" for u in js_loads(tag.get_text())]
+    for tag in soup.find_all("meta", attrs={"http-equiv": re.compile("refresh", re.I)}):
+        if re.search(ABSOLUTE, tag.get("content", "")):
+            found.append(f"<meta refresh {tag['content']}>")
+    return found
+
+
+def external_resources_in_file(path: Path) -> list[str]:
+    text = path.read_text(encoding="utf-8", errors="replace")
+    suffix = path.suffix.lower()
+    if suffix == ".html":
+        return external_resources_in_html(text)
+    if suffix == ".css":
+        return [a or b for a, b in CSS_URL.findall(text)]
+    if suffix in {".js", ".mjs"}:
+        return js_loads(text)
+    if suffix == ".svg":
+        return re.findall(rf"""(?:href|src)\s*=\s*['"]({ABSOLUTE}[^'"]+)""", text) + [
+            a or b for a, b in CSS_URL.findall(text)]
+    return []
+
+
+def _site_files(site: Path):
+    for path in sorted(site.rglob("*")):
+        rel = path.relative_to(site)
+        # jupyter_execute holds MyST-NB's working copies; it is not part of the published site.
+        if path.is_file() and rel.parts[0] != "jupyter_execute" and "_sources" not in rel.parts:
+            yield path
+
+
+def test_no_resource_from_another_host(site):
+    problems = []
+    checked = 0
+    for path in _site_files(site):
+        if path.suffix.lower() in {".html", ".css", ".js", ".mjs", ".svg"}:
+            checked += 1
+            problems += [f"{path.relative_to(site)}: {u}" for u in external_resources_in_file(path)]
+    assert checked > 50
+    assert not problems, "resources loaded from other hosts:\n" + "\n".join(problems[:20])
+
+
+def test_the_offline_scan_catches_external_resources():
+    bad = """<html><head>
+      <script src="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js"></script>
+      <link rel="stylesheet" href="//fonts.googleapis.com/css?family=Roboto">
+      <link rel="preconnect" href="https://fonts.gstatic.com">
+      <style>@import url("https://example.com/x.css"); body { background: url(https://e.com/b.png) }</style>
+      <script>fetch("https://api.example.com/data.json"); import("https://esm.sh/x")</script>
+      </head><body><img src="https://example.com/fig.png" alt="x">
+      <img srcset="a.png 1x, https://example.com/b.png 2x" src="a.png" alt="y">
+      <div style="background-image: url('https://example.com/bg.png')"></div>
+      <a href="https://github.com/posenc/posenc">a link is fine</a>
+      <link rel="canonical" href="https://posenc.github.io/posenc/en/index.html">
+      </body></html>"""
+    found = external_resources_in_html(bad)
+    assert len(found) == 10, found
+    assert not any("github.com/posenc" in f or "canonical" in f for f in found)
+
+
+def test_mathjax_is_served_by_the_site(site):
+    pages_with_math = 0
+    for lang, page in _all_html(site):
+        soup = _soup(page)
+        if not soup.select(".math"):
+            continue
+        pages_with_math += 1
+        srcs = [s["src"] for s in soup.find_all("script", src=True) if "mathjax" in s["src"].lower()]
+        assert srcs, f"{lang}/{page.name} has math but no MathJax script"
+        for src in srcs:
+            assert not _is_external(src), f"{lang}/{page.name} loads MathJax from {src}"
+            assert _local_target(site, page, src).is_file(), f"{lang}/{page.name}: {src} missing"
+    assert pages_with_math, "no page with math (the glossary has some)"
+
+
+# -- Languages -----------------------------------------------------------------------
+
+def test_hreflang_and_language_switch_on_every_page(site):
+    problems = []
+    for lang, page in _all_html(site):
+        soup = _soup(page)
+        name = page.stem
+        want_lang = LANGS[lang]
+        if soup.html.get("lang") != want_lang:
+            problems.append(f"{lang}/{name}: <html lang={soup.html.get('lang')}>")
+        alternates = {link.get("hreflang"): link.get("href")
+                      for link in soup.find_all("link", rel="alternate") if link.get("hreflang")}
+        for code, tag in LANGS.items():
+            want = f"{SITE_URL}{code}/{name}.html"
+            if alternates.get(tag) != want:
+                problems.append(f"{lang}/{name}: hreflang={tag} is {alternates.get(tag)}, not {want}")
+        switches = soup.select("a.posenc-lang-switch")
+        if not switches:
+            problems.append(f"{lang}/{name}: no language switch")
+        for a in switches:
+            other = a.get("data-posenc-lang")
+            target = _local_target(site, page, a["href"])
+            if target != site / other / f"{name}.html" or not target.is_file():
+                problems.append(f"{lang}/{name}: switch -> {a['href']} ({target})")
+    assert not problems, "\n".join(problems[:20])
+
+
+def test_chooser_links_both_languages(site):
+    chooser = site / "index.html"
+    assert chooser.is_file(), "no chooser at the site root"
+    soup = _soup(chooser)
+    hrefs = {a["href"] for a in soup.find_all("a", href=True)}
+    for lang in LANGS:
+        assert f"{lang}/index.html" in hrefs, f"the chooser does not link {lang}/index.html"
+        assert (site / lang / "index.html").is_file()
+
+
+def _search_index(site: Path, lang: str) -> dict:
+    text = (site / lang / "searchindex.js").read_text(encoding="utf-8")
+    match = re.fullmatch(r"\s*Search\.setIndex\((.*)\)\s*;?\s*", text, re.S)
+    assert match, f"{lang}/searchindex.js is not Search.setIndex(...)"
+    return json.loads(match[1])
+
+
+def test_chinese_search_index_is_segmented_with_the_book_terms(site):
+    terms = _search_index(site, "zh")["terms"]
+    # 旋转位置编码 is one word only with docs/jieba_terms.txt loaded; jieba alone splits it.
+    for word in ["位置编码", "旋转位置编码", "正弦", "波长"]:
+        assert word in terms, f"{word} is not a term of the zh search index"
+    book_terms = [line.split()[0] for line in
+                  (ROOT / "docs" / "jieba_terms.txt").read_text(encoding="utf-8").splitlines()
+                  if line.strip()]
+    assert book_terms and "旋转位置编码" in book_terms
+
+
+def test_chinese_search_runs_with_a_stemmer_that_exists(site):
+    # Sphinx 9.0 named ChineseStemmer, which it does not ship (posenc_site fixes it).
+    data = (site / "zh" / "_static" / "language_data.js").read_text(encoding="utf-8")
+    stemmer = re.search(r"window\.Stemmer\s*=\s*(\w+)", data)
+    assert stemmer, "language_data.js sets no Stemmer"
+    assert re.search(rf"\b(?:var|let|const|function)\s+{stemmer[1]}\b|\b{stemmer[1]}\s*=", data[
+        :stemmer.start()]), f"{stemmer[1]} is not defined in zh language_data.js"
+
+
+def test_english_search_index(site):
+    import snowballstemmer
+
+    terms = _search_index(site, "en")["terms"]
+    stem = snowballstemmer.stemmer("english").stemWord("rotary")
+    assert stem in terms or "rotary" in terms
+
+
+# -- 404, sitemap, Open Graph --------------------------------------------------------
+
+def test_not_found_pages(site):
+    for lang in LANGS:
+        page = site / lang / "404.html"
+        assert page.is_file(), f"no {lang}/404.html"
+        soup = _soup(page)
+        # Served at any missing URL: its assets are site-absolute (/posenc/<lang>/_static/...).
+        css = [link["href"] for link in soup.find_all("link", rel="stylesheet")]
+        assert css and all(h.startswith(f"{SITE_PATH}{lang}/") for h in css), css[:3]
+        assert all(_local_target(site, page, h).is_file() for h in css)
+    # GitHub Pages serves the root 404.html of a project site for every missing URL.
+    assert (site / "404.html").is_file(), "no 404.html at the site root"
+
+
+def test_sitemaps_list_every_page(site):
+    pages = discover_pages(site)
+    for lang in LANGS:
+        tree = ET.parse(site / lang / "sitemap.xml")
+        locs = [el.text for el in tree.iter("{http://www.sitemaps.org/schemas/sitemap/0.9}loc")]
+        want = {f"{SITE_URL}{lang}/{name}.html" for code, name in pages if code == lang}
+        assert set(locs) == want, (f"{lang}/sitemap.xml: missing {sorted(want - set(locs))}, "
+                                   f"extra {sorted(set(locs) - want)}")
+        assert locs == sorted(locs), "sitemap order is not stable"
+
+
+def test_open_graph_tags(site):
+    problems = []
+    for lang, name in discover_pages(site):
+        soup = _soup(site / lang / f"{name}.html")
+        og = {m.get("property"): m.get("content") for m in soup.find_all("meta", property=True)}
+        want = {"og:title": None, "og:type": None, "og:site_name": None, "og:description": None,
+                "og:url": f"{SITE_URL}{lang}/{name}.html",
+                "og:locale": {"en": "en_US", "zh": "zh_CN"}[lang]}
+        for key, value in want.items():
+            if not og.get(key) or (value and og[key] != value):
+                problems.append(f"{lang}/{name}: {key}={og.get(key)!r}")
+    assert not problems, "\n".join(problems[:20])
+
+
+# -- Code, notebooks, launch links ---------------------------------------------------
+
+def test_copy_button_script_on_pages_with_code(site):
+    for lang, page in _all_html(site):
+        soup = _soup(page)
+        if soup.select("article div.highlight pre"):
+            scripts = [s["src"] for s in soup.find_all("script", src=True)]
+            src = next((s for s in scripts if "copybutton.js" in s), None)
+            assert src, f"{lang}/{page.name} has code but no copybutton.js"
+            assert _local_target(site, page, src).is_file()
+
+
+def _front_matter(text: str) -> str:
+    match = re.match(r"---\n(.*?)\n---\n", text, re.S)
+    return match[1] if match else ""
+
+
+def _notebook_pages(site: Path) -> list[tuple[str, str]]:
+    out = []
+    for lang in LANGS:
+        for src in sorted((site / lang / "_sources").rglob("*.md")):
+            if "kernelspec:" in _front_matter(src.read_text(encoding="utf-8")):
+                name = src.relative_to(site / lang / "_sources").with_suffix("").as_posix()
+                out.append((lang, name))
+    return out
+
+
+def test_source_download_on_every_page(site):
+    for lang, name in discover_pages(site):
+        soup = _soup(site / lang / f"{name}.html")
+        links = [a["href"] for a in soup.select(".dropdown-download-buttons a[href]")]
+        assert f"_sources/{name}.md" in links, f"{lang}/{name}: no .md download ({links})"
+        assert (site / lang / "_sources" / f"{name}.md").is_file()
+
+
+def test_notebook_download_for_every_chapter(site):
+    import nbformat
+
+    pages = _notebook_pages(site)
+    if not pages:
+        skip_or_fail("no notebook pages (with a kernelspec) in this build")
+    for lang, name in pages:
+        soup = _soup(site / lang / f"{name}.html")
+        links = [a["href"] for a in soup.select(".dropdown-download-buttons a[href]")]
+        assert f"_sources/{name}.ipynb" in links, f"{lang}/{name}: no .ipynb in the download menu"
+        path = site / lang / "_sources" / f"{name}.ipynb"
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+        code = [c.source for c in nb.cells if c.cell_type == "code"]
+        source = (site / lang / "_sources" / f"{name}.md").read_text(encoding="utf-8")
+        assert len(code) == source.count("```{code-cell}") + 1, f"{lang}/{name}: cells lost"
+        assert "pip install" in code[0] and "posenc" in code[0], "no install cell first"
+        missing = [c[:40] for c in code[1:] if c.strip() not in source]
+        assert not missing, f"{lang}/{name}: notebook code not in the page source: {missing}"
+        assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"), \
+            "the download is the source, not an executed copy"
+
+
+def test_launch_links_for_every_chapter(site):
+    pages = _notebook_pages(site)
+    if not pages:
+        skip_or_fail("no notebook pages (with a kernelspec) in this build")
+    org_repo = REPO_URL.split("github.com/", 1)[1].strip("/")
+    for lang, name in pages:
+        soup = _soup(site / lang / f"{name}.html")
+        colab = soup.select_one("a.btn-launch-colab")
+        binder = soup.select_one("a.btn-launch-binder")
+        assert colab and binder, f"{lang}/{name}: launch links missing"
+        assert colab["href"] == (f"https://colab.research.google.com/github/{org_repo}/blob/"
+                                 f"notebooks/{lang}/{name}.ipynb")
+        assert binder["href"] == (f"https://mybinder.org/v2/gh/{org_repo}/notebooks"
+                                  f"?urlpath=lab/tree/{lang}/{name}.ipynb")
+
+
+# -- Glossary ------------------------------------------------------------------------
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def test_glossary_is_bilingual_and_points_to_chapters(site):
+    english = {}
+    for lang in LANGS:
+        soup = _soup(site / lang / "glossary.html")
+        dl = soup.select_one("dl.glossary")
+        assert dl, f"{lang}/glossary.html has no glossary list"
+        entries = dl.find_all("dd")
+        assert len(entries) >= 15, f"{lang}: only {len(entries)} glossary entries"
+        terms = [dt.get_text(" ", strip=True).rstrip("#").strip() for dt in dl.find_all("dt")]
+        english[lang] = {t.lower() for t in terms if not CJK.search(t)}
+        assert sum(bool(CJK.search(t)) for t in terms) >= len(entries), f"{lang}: Chinese terms"
+        for dd in entries:
+            chapters = [a["href"] for a in dd.select("a.reference.internal[href$='.html']")]
+            assert chapters, f"{lang}: entry without a chapter link: {dd.get_text()[:60]}"
+    assert english["en"] == english["zh"], "the two glossaries define different English terms"
+
+
+# -- The mechanisms, on a tiny book --------------------------------------------------
+
+TINY_PAGE = textwrap.dedent(
+    """\
+    ---
+    file_format: mystnb
+    kernelspec:
+      name: python3
+      display_name: Python 3
+    ---
+
+    # Tiny
+
+    ```{code-cell} ipython3
+    :tags: [remove-cell]
+    from myst_nb import glue
+    import matplotlib.pyplot as plt
+    LANG = "LANGCODE"  # set_language("LANGCODE") stands here in the book
+    ```
+
+    Some math $x^2$.
+
+    ```{code-cell} ipython3
+    fig, ax = plt.subplots(figsize=(2, 1))
+    ax.plot([0, 1], [0, 1])
+    glue("fig_line", fig, display=False)
+    plt.close(fig)
+    ```
+
+    ```{glue:figure} fig_line
+    :name: fig-line
+
+    A rising line, from the caption.
+    ```
+
+    ```{code-cell} ipython3
+    fig2, ax2 = plt.subplots(figsize=(2, 1))
+    plt.close(fig2)
+    fig2
+    ```
+    """
+)
+
+
+def test_reader_features_on_a_tiny_book(tmp_path):
+    import nbformat
+
+    lang = "en"
+    src = tmp_path / "docs" / lang
+    src.mkdir(parents=True)
+    (src / "index.md").write_text("# Tiny book\n\n```{toctree}\ntiny\n```\n", encoding="utf-8")
+    (src / "tiny.md").write_text(TINY_PAGE.replace("LANGCODE", lang), encoding="utf-8")
+    out = tmp_path / "html" / lang
+    env = {**os.environ, "POSENC_LANG": lang, "POSENC_BUILD_DIR": str(tmp_path / "build"),
+           "PYTHONHASHSEED": "0"}
+    result = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-b", "html", "-c", str(ROOT), "-q", str(src), str(out)],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    # The bare figure has no caption and no alt: a warning names the page.
+    alt_warnings = [line for line in result.stderr.splitlines() if "image without alt text" in line]
+    assert len(alt_warnings) == 1 and "tiny.md" in alt_warnings[0], result.stderr[-2000:]
+    soup = _soup(out / "tiny.html")
+    alts = [img.get("alt") for img in soup.select("article img")]
+    assert "A rising line, from the caption." in alts, alts
+    # The notebook: converted source, install cell right under the title, ids stable.
+    nb = nbformat.read(out / "_sources" / "tiny.ipynb", as_version=4)
+    nbformat.validate(nb)
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# Tiny")
+    assert "posenc-install" in nb.cells[1].metadata.get("tags", [])
+    assert "%pip install" in nb.cells[1].source
+    assert [c.cell_type for c in nb.cells].count("code") == 4
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    assert soup.select_one("a.btn-launch-colab")["href"].endswith(f"/notebooks/{lang}/tiny.ipynb")
+    assert soup.select_one(".dropdown-download-buttons a[href='_sources/tiny.ipynb']")
