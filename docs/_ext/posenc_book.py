@@ -98,9 +98,14 @@ def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict, 
         href_abs = f"{site}{code}/{pagename}.html"
         tags.append(f'<link rel="alternate" hreflang="{HREFLANG[code]}" href="{href_abs}" />')
         if code != lang:
+            href = f"{up}{code}/{pagename}.html"
+            prefix = getattr(app.config, "notfound_urls_prefix", None)
+            if prefix and pagename == getattr(app.config, "notfound_pagename", None):
+                # The 404 page is served at whatever URL was missing, so a relative link
+                # would miss too: use the site path (/posenc/en/ -> /posenc/zh/404.html).
+                href = f"{prefix.rstrip('/').rsplit('/', 1)[0]}/{code}/{pagename}.html"
             others.append(
-                {"code": code, "hreflang": HREFLANG[code], "label": label,
-                 "href": f"{up}{code}/{pagename}.html"}
+                {"code": code, "hreflang": HREFLANG[code], "label": label, "href": href}
             )
     context["posenc_other_languages"] = others
     context["metatags"] = context.get("metatags", "") + "\n" + "\n".join(tags)
