@@ -48,6 +48,9 @@ def _build_site(session: nox.Session, *extra: str, env=None) -> None:
     # One language after the other: jupyter-cache's SQLite does not like -j.
     times = {lang: _sphinx(session, "html", lang, *extra, env=env) for lang in LANGS}
     shutil.copyfile(ROOT / "docs" / "chooser" / "index.html", HTML / "index.html")
+    # GitHub Pages answers every missing URL of a project site with its root 404.html;
+    # the English one works from any path (its links are site-absolute) and links zh.
+    shutil.copyfile(HTML / "en" / "404.html", HTML / "404.html")
     summary = ", ".join(f"{lang} {t:.1f} s" for lang, t in times.items())
     session.log(f"Sphinx time: {summary}; total {sum(times.values()):.1f} s")
     session.log(f"Site: {HTML / 'index.html'}")
