@@ -17,6 +17,8 @@
   the Pages workflow (.github/workflows/pages.yml) publishes to the branch
   ``posenc_notebooks_branch`` as ``<lang>/<page>.ipynb`` with a ``requirements.txt``
   for Binder.
+* **Chinese search** works in the browser: Sphinx 9.0 names a stemmer it does not ship.
+* **A complete sitemap** after incremental builds too, in a stable order.
 """
 
 from __future__ import annotations
@@ -170,6 +172,25 @@ def notebook_page_context(
                 button["label"] = f"launch-{text.lower()}"
 
 
+# -- Chinese search ------------------------------------------------------------------
+
+def _chinese_search_language():
+    """Sphinx's Chinese search, with the JavaScript stemmer it actually ships.
+
+    Sphinx 9.0 writes ``window.Stemmer = ChineseStemmer;`` into ``language_data.js``
+    (the class name comes from ``language_name``) but ships the *English* stemmer for
+    Chinese, so every search on the zh site died with "ChineseStemmer is not defined"
+    (sphinx-doc/sphinx#14229, fixed upstream by #14416).  Naming the language after
+    its stemmer makes the two agree; segmentation (jieba) is unchanged.
+    """
+    from sphinx.search.zh import SearchChinese
+
+    class SearchChineseFixed(SearchChinese):
+        language_name = "English"  # the stemmer class name: EnglishStemmer
+
+    return SearchChineseFixed
+
+
 # -- Sitemap -------------------------------------------------------------------------
 
 def complete_sitemap(app: Sphinx, exception: Exception | None) -> None:
@@ -207,6 +228,7 @@ def setup(app: Sphinx) -> dict:
     app.add_config_value("posenc_repo_url", "", "html")
     app.add_config_value("posenc_repo_ref", "main", "html")
     app.add_config_value("posenc_notebooks_branch", "notebooks", "html")
+    app.add_search_language(_chinese_search_language())
     app.connect("doctree-resolved", set_image_alt)
     app.connect("html-page-context", notebook_page_context, priority=502)
     app.connect("build-finished", complete_sitemap, priority=450)
