@@ -67,6 +67,7 @@ author = "The posenc authors"
 copyright = "2026, the posenc authors"
 language = _L["sphinx_language"]
 root_doc = "index"
+numfig = True  # the chapters refer to figures and equations with {numref}
 
 extensions = [
     "myst_nb",
