@@ -96,6 +96,17 @@ def test_search_finds(lang, query, base, context):
     assert hits, f"the {lang} site's search for {query!r} found nothing"
 
 
+@pytest.mark.parametrize(("locale", "lang"), [("zh-CN", "zh"), ("en-US", "en"), ("fr-FR", "en")])
+def test_chooser_follows_the_browser_language(locale, lang, base, browser):
+    ctx = browser.new_context(locale=locale)
+    try:
+        page = ctx.new_page()
+        page.goto(f"{base}/index.html")
+        page.wait_for_url(f"{base}/{lang}/index.html", timeout=10000)
+    finally:
+        ctx.close()
+
+
 # -- The checks bite -----------------------------------------------------------------
 
 def _png(path: Path, rgba: tuple[int, int, int, int]) -> None:
