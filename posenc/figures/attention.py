@@ -1,0 +1,142 @@
+"""Figures of the chapter *why-position*: attention ignores order; where PE enters."""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+from ._style import add_labels, label, new_figure
+
+__all__ = ["permuted_attention_outputs", "encoding_pipeline"]
+
+add_labels({
+    "attn_output_feature": {"en": "output feature", "zh": "输出特征"},
+    "attn_token": {"en": "token", "zh": "词元"},
+    "attn_sentence": {"en": "“{s}”", "zh": "“{s}”"},
+    "attn_value": {"en": "output value", "zh": "输出值"},
+    "pipe_title": {"en": "where an additive positional encoding enters",
+                   "zh": "加性位置编码进入模型的位置"},
+    "pipe_ids": {"en": "token ids", "zh": "词元 ID"},
+    "pipe_embed": {"en": "embedding\nlookup", "zh": "词嵌入\n查表"},
+    "pipe_scale": {"en": r"$\times\sqrt{d_\mathrm{model}}$", "zh": r"$\times\sqrt{d_\mathrm{model}}$"},
+    "pipe_add": {"en": "+", "zh": "+"},
+    "pipe_pe": {"en": "positional\nencoding PE($p$)", "zh": "位置编码\nPE($p$)"},
+    "pipe_dropout": {"en": "dropout", "zh": "dropout"},
+    "pipe_block": {"en": "Transformer\nblock 1", "zh": "Transformer\n第 1 层"},
+    "pipe_more": {"en": "blocks 2 … N", "zh": "第 2 … N 层"},
+})
+
+
+def permuted_attention_outputs(out_a, tokens_a, out_b, tokens_b):
+    """Two attention outputs as heatmaps, rows labelled by token, on one colour scale.
+
+    For "dog bites man" and "man bites dog" the rows are the same vectors in another
+    order: self-attention is permutation equivariant.
+
+    Parameters
+    ----------
+    out_a, out_b : array_like
+        Outputs of shape ``(n_tokens, d)`` for the two sentences.
+    tokens_a, tokens_b : sequence of str
+        The tokens of each sentence (row labels), ``n_tokens`` each.
+
+    Returns
+    -------
+    BookFigure
+
+    Raises
+    ------
+    ValueError
+        If an output is not 2-D or its rows do not match its tokens, or the two outputs
+        have different widths.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import posenc
+    >>> attn = posenc.SelfAttention(8, seed=0)
+    >>> a, b = ["dog", "bites", "man"], ["man", "bites", "dog"]
+    >>> out_a, _ = attn(posenc.token_embeddings(a, 8))
+    >>> out_b, _ = attn(posenc.token_embeddings(b, 8))
+    >>> fig = permuted_attention_outputs(out_a, a, out_b, b)
+    >>> [t.get_text() for t in fig.axes[1].get_yticklabels()]
+    ['man', 'bites', 'dog']
+    """
+    a = np.asarray(out_a, dtype=np.float64)
+    b = np.asarray(out_b, dtype=np.float64)
+    for name, out, toks in (("out_a", a, tokens_a), ("out_b", b, tokens_b)):
+        if out.ndim != 2 or out.shape[0] != len(toks):
+            raise ValueError(f"{name} must have shape (len(tokens), d) = ({len(toks)}, d), "
+                             f"got {out.shape}")
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"out_a and out_b must have the same width, got {a.shape[1]} and {b.shape[1]}")
+    vmax = float(max(np.abs(a).max(initial=0), np.abs(b).max(initial=0))) or 1.0
+    fig, axes = new_figure(1, 2, figsize=(8.0, 2.6))
+    sep = "" if all(len(t) == 1 and ord(t) > 0x2E80 for t in list(tokens_a)) else " "
+    for ax, out, toks in ((axes[0], a, tokens_a), (axes[1], b, tokens_b)):
+        im = ax.imshow(out, aspect="auto", cmap="RdBu_r", vmin=-vmax, vmax=vmax,
+                       interpolation="nearest")
+        ax.set_yticks(range(len(toks)), list(toks))
+        ax.set(xlabel=label("attn_output_feature"), ylabel=label("attn_token"),
+               title=label("attn_sentence").format(s=sep.join(toks)))
+    fig.colorbar(im, ax=list(axes), shrink=0.9, label=label("attn_value"))
+    return fig
+
+
+def _box(ax, xy, text, color, width=1.5, height=0.9):
+    x, y = xy
+    ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height,
+                                boxstyle="round,pad=0.04,rounding_size=0.12",
+                                fc=color, ec="0.25", lw=1.0))
+    ax.text(x, y, text, ha="center", va="center", fontsize=9)
+
+
+def _arrow(ax, start, end):
+    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12,
+                                 color="0.25", lw=1.0, shrinkA=0, shrinkB=0))
+
+
+def encoding_pipeline():
+    """A diagram: token ids -> embedding lookup -> x sqrt(d) -> + PE -> dropout -> block 1.
+
+    The additive positional encoding (sinusoidal or learned) enters once, between the
+    embedding layer and the first Transformer block.  Drawn with matplotlib patches;
+    the words follow :func:`~posenc.figures.set_language`.
+
+    Returns
+    -------
+    BookFigure
+
+    Examples
+    --------
+    >>> fig = encoding_pipeline()
+    >>> any("block" in t.get_text() for t in fig.axes[0].texts)
+    True
+    """
+    fig, ax = new_figure(figsize=(8.6, 2.9))
+    ax.set_xlim(0, 14.2)
+    ax.set_ylim(-0.2, 3.2)
+    ax.set_axis_off()
+    y = 1.0
+    stages = [
+        (1.0, label("pipe_ids"), "#e8eef7"),
+        (3.2, label("pipe_embed"), "#dbe8f5"),
+        (5.3, label("pipe_scale"), "#eeeeee"),
+        (9.0, label("pipe_dropout"), "#eeeeee"),
+        (11.1, label("pipe_block"), "#f6e3cf"),
+    ]
+    for x, text, color in stages:
+        _box(ax, (x, y), text, color, width=1.7 if x != 5.3 else 1.3)
+    # the addition node and the positional encoding feeding it from above
+    ax.add_patch(FancyBboxPatch((7.15 - 0.32, y - 0.32), 0.64, 0.64,
+                                boxstyle="circle,pad=0", fc="#fff4c2", ec="0.25", lw=1.0))
+    ax.text(7.15, y, label("pipe_add"), ha="center", va="center", fontsize=14)
+    _box(ax, (7.15, 2.55), label("pipe_pe"), "#fff4c2", width=2.0, height=0.9)
+    _arrow(ax, (7.15, 2.1), (7.15, y + 0.32))
+    edges = [(1.85, 2.35), (4.05, 4.65), (5.95, 6.83), (7.47, 8.15), (9.85, 10.25)]
+    for x0, x1 in edges:
+        _arrow(ax, (x0, y), (x1, y))
+    _arrow(ax, (11.95, y), (12.6, y))
+    ax.text(12.65, y, label("pipe_more"), ha="left", va="center", fontsize=9, color="0.3")
+    ax.set_title(label("pipe_title"))
+    return fig

@@ -1,0 +1,173 @@
+"""Figures of the chapters *sinusoidal* and *sinusoidal-properties*."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..similarity import dot_products_by_offset
+from ..sinusoidal import sinusoidal_encoding, wavelengths
+from ._style import add_labels, label, new_figure
+
+__all__ = ["sinusoid_heatmap", "sinusoid_waveforms", "wavelength_spectrum",
+           "dot_product_by_offset_figure"]
+
+add_labels({
+    "heatmap_title": {"en": "sinusoidal encoding, $d = {d}$", "zh": "正弦位置编码，$d = {d}$"},
+    "waveforms_title": {"en": "one column per curve", "zh": "每条曲线是一列"},
+    "column_j": {"en": "column {j}", "zh": "第 {j} 列"},
+    "pair_i": {"en": "pair index $i$", "zh": "维度对序号 $i$"},
+    "wavelength": {"en": "wavelength (positions)", "zh": "波长（位置数）"},
+    "spectrum_title": {"en": "wavelengths, $d = {d}$, base $= {base:g}$",
+                       "zh": "波长谱，$d = {d}$，底数 $= {base:g}$"},
+    "shortest": {"en": r"shortest: $2\pi$", "zh": r"最短：$2\pi$"},
+    "longest": {"en": r"longest: $2\pi\cdot\mathrm{{base}}^{{(d-2)/d}}$ = {v:,.0f}",
+                "zh": r"最长：$2\pi\cdot\mathrm{{base}}^{{(d-2)/d}}$ = {v:,.0f}"},
+    "quoted": {"en": r"often quoted: $2\pi\cdot\mathrm{{base}}$ = {v:,.0f} (never reached)",
+               "zh": r"常被引用：$2\pi\cdot\mathrm{{base}}$ = {v:,.0f}（取不到）"},
+    "dot_product": {"en": r"$\mathrm{PE}(p)\cdot\mathrm{PE}(p+k)$",
+                    "zh": r"$\mathrm{PE}(p)\cdot\mathrm{PE}(p+k)$"},
+    "dot_title": {"en": "dot product depends only on the offset",
+                  "zh": "点积只取决于偏移"},
+    "from_p": {"en": "$p = {p}$", "zh": "$p = {p}$"},
+})
+
+
+def sinusoid_heatmap(n_positions=100, d_model=64, base=10000.0):
+    """The sinusoidal encoding as a heatmap: position down, dimension across.
+
+    Parameters
+    ----------
+    n_positions : int, default 100
+    d_model : int, default 64
+        Even.
+    base : float, default 10000.0
+
+    Returns
+    -------
+    BookFigure
+
+    Examples
+    --------
+    >>> sinusoid_heatmap(10, 8).axes[0].get_ylabel()
+    'position $p$'
+    """
+    pe = sinusoidal_encoding(n_positions, d_model, base)
+    fig, ax = new_figure(figsize=(6.4, 4.2))
+    im = ax.imshow(pe, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+    ax.set(xlabel=label("dimension"), ylabel=label("position"),
+           title=label("heatmap_title").format(d=d_model))
+    fig.colorbar(im, ax=ax, label=label("value"))
+    return fig
+
+
+def sinusoid_waveforms(n_positions=100, d_model=64, columns=(0, 2, 8, 16), base=10000.0):
+    """A few columns of the encoding against position: the wavelengths grow with ``j``.
+
+    Parameters
+    ----------
+    n_positions : int, default 100
+    d_model : int, default 64
+        Even.
+    columns : sequence of int, default (0, 2, 8, 16)
+        Columns to draw (each ``< d_model``); even columns are sines, odd ones cosines.
+    base : float, default 10000.0
+
+    Returns
+    -------
+    BookFigure
+
+    Raises
+    ------
+    ValueError
+        If a column is not in ``0 .. d_model - 1``.
+
+    Examples
+    --------
+    >>> len(sinusoid_waveforms(50, 16, columns=(0, 1)).axes[0].lines)
+    2
+    """
+    pe = sinusoidal_encoding(n_positions, d_model, base)
+    cols = [int(c) for c in columns]
+    if any(not 0 <= c < d_model for c in cols):
+        raise ValueError(f"columns must be in 0 .. {d_model - 1}, got {cols}")
+    fig, ax = new_figure(figsize=(6.4, 3.4))
+    p = np.arange(n_positions)
+    for n, c in enumerate(cols):
+        ax.plot(p, pe[:, c], color=f"C{n}", lw=1.4, label=label("column_j").format(j=c))
+    ax.set(xlabel=label("position"), ylabel=label("value"), title=label("waveforms_title"),
+           ylim=(-1.15, 1.15))
+    ax.legend(loc="lower left", ncols=min(len(cols), 4), frameon=False, fontsize=8)
+    return fig
+
+
+def wavelength_spectrum(d_model=512, base=10000.0):
+    """Wavelength of every pair on a log scale, with the shortest, the longest and the myth.
+
+    The wavelengths ``2 pi base**(2i/d)`` form a straight line on a log scale, from
+    ``2 pi`` to ``2 pi base**((d-2)/d)``; the ``2 pi base`` that is often quoted as the
+    longest wavelength is drawn for comparison, above the last pair.
+
+    Parameters
+    ----------
+    d_model : int, default 512
+        Even.
+    base : float, default 10000.0
+
+    Returns
+    -------
+    BookFigure
+
+    Examples
+    --------
+    >>> wavelength_spectrum(64).axes[0].get_yscale()
+    'log'
+    """
+    lam = wavelengths(d_model, base)
+    i = np.arange(lam.size)
+    longest, quoted = float(lam[-1]), 2 * np.pi * float(base)
+    fig, ax = new_figure(figsize=(6.4, 3.8))
+    ax.plot(i, lam, ".", ms=3, color="C0")
+    ax.axhline(2 * np.pi, color="C2", lw=1, ls="--", label=label("shortest"))
+    ax.axhline(longest, color="C1", lw=1, ls="--", label=label("longest").format(v=longest))
+    ax.axhline(quoted, color="C3", lw=1, ls=":", label=label("quoted").format(v=quoted))
+    ax.set_yscale("log")
+    ax.set(xlabel=label("pair_i"), ylabel=label("wavelength"),
+           title=label("spectrum_title").format(d=d_model, base=float(base)))
+    ax.legend(loc="lower right", frameon=False, fontsize=8)
+    return fig
+
+
+def dot_product_by_offset_figure(d_model=64, n_offsets=200, positions=(0, 100, 300),
+                                 base=10000.0):
+    """``PE(p) . PE(p + k)`` against ``k`` from several ``p``: the curves coincide.
+
+    Parameters
+    ----------
+    d_model : int, default 64
+        Even.
+    n_offsets : int, default 200
+        Offsets ``k = 0 .. n_offsets - 1``.
+    positions : sequence of int, default (0, 100, 300)
+        Starting positions ``p``.
+    base : float, default 10000.0
+
+    Returns
+    -------
+    BookFigure
+
+    Examples
+    --------
+    >>> len(dot_product_by_offset_figure(16, 50, (0, 10)).axes[0].lines)
+    2
+    """
+    ps = [int(p) for p in positions]
+    pe = sinusoidal_encoding(max(ps) + n_offsets, d_model, base)
+    fig, ax = new_figure(figsize=(6.4, 3.6))
+    k = np.arange(n_offsets)
+    styles = ["-", "--", ":", "-."]
+    for n, p in enumerate(ps):
+        ax.plot(k, dot_products_by_offset(pe, p)[:n_offsets], color=f"C{n}",
+                ls=styles[n % 4], lw=2.2 - 0.5 * (n % 3), label=label("from_p").format(p=p))
+    ax.set(xlabel=label("offset"), ylabel=label("dot_product"), title=label("dot_title"))
+    ax.legend(frameon=False)
+    return fig

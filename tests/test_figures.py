@@ -1,0 +1,169 @@
+"""The book's figures: both languages, no missing glyphs, opaque, deterministic."""
+
+import io
+import logging
+import re
+import warnings
+
+import matplotlib
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+import posenc
+import posenc.figures as pf
+
+CJK = re.compile(r"[\u3400-\u9fff\uff00-\uffef]")
+
+
+def _attention_figure():
+    attn = posenc.SelfAttention(16, seed=0)
+    a = ["dog", "bites", "man"] if pf.get_language() == "en" else ["我", "爱", "你"]
+    b = a[::-1]
+    out_a, _ = attn(posenc.token_embeddings(a, 16))
+    out_b, _ = attn(posenc.token_embeddings(b, 16))
+    return pf.permuted_attention_outputs(out_a, a, out_b, b)
+
+
+FIGURES = {
+    "naive_encodings_figure": lambda: pf.naive_encodings_figure(),
+    "binary_vs_sinusoid": lambda: pf.binary_vs_sinusoid(),
+    "sinusoid_heatmap": lambda: pf.sinusoid_heatmap(),
+    "sinusoid_waveforms": lambda: pf.sinusoid_waveforms(),
+    "wavelength_spectrum": lambda: pf.wavelength_spectrum(),
+    "dot_product_by_offset_figure": lambda: pf.dot_product_by_offset_figure(),
+    "permuted_attention_outputs": _attention_figure,
+    "encoding_pipeline": lambda: pf.encoding_pipeline(),
+}
+
+
+class _FailOnLog(logging.Handler):
+    """matplotlib reports a glyph missing from mathtext's font via logging, not warnings."""
+
+    def __init__(self):
+        super().__init__(level=logging.WARNING)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record.getMessage())
+
+
+@pytest.fixture
+def strict_rendering():
+    handler = _FailOnLog()
+    logger = logging.getLogger("matplotlib")
+    logger.addHandler(handler)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        yield handler
+    logger.removeHandler(handler)
+    assert handler.records == [], handler.records
+
+
+@pytest.fixture(autouse=True)
+def english_afterwards():
+    yield
+    pf.set_language("en")
+
+
+def texts_of(fig):
+    out = []
+    for ax in fig.axes:
+        out += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()]
+        out += [t.get_text() for t in ax.texts]
+        legend = ax.get_legend()
+        if legend is not None:
+            out += [t.get_text() for t in legend.get_texts()]
+    return [t for t in out if t]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_figure_renders_in_both_languages(name, lang, strict_rendering):
+    pf.set_language(lang)
+    fig = FIGURES[name]()
+    assert isinstance(fig, Figure)
+    assert fig.get_facecolor()[3] == 1.0 and fig.get_facecolor()[:3] == (1.0, 1.0, 1.0)
+    main_axes = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    assert main_axes
+    for ax in main_axes:
+        assert ax.get_facecolor()[3] == 1.0
+        words = [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()] + [t.get_text() for t in ax.texts]
+        assert any(w.strip() for w in words), f"{name}: an axes without any label"
+        if ax.axison:
+            assert ax.get_xlabel().strip() and ax.get_ylabel().strip(), name
+    texts = " ".join(texts_of(fig))
+    has_cjk = bool(CJK.search(texts))
+    assert has_cjk == (lang == "zh"), texts
+    buf = io.BytesIO()
+    pf.save_figure(fig, buf)  # draws every glyph: a missing one fails the fixture
+    assert buf.getvalue()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_figure_is_deterministic(name):
+    pf.set_language("zh")
+    first = pf.figure_to_png(FIGURES[name]())
+    second = pf.figure_to_png(FIGURES[name]())
+    assert first == second
+
+
+def test_labels_differ_between_languages():
+    pf.set_language("en")
+    en = pf.sinusoid_heatmap(10, 8).axes[0].get_xlabel()
+    pf.set_language("zh")
+    zh = pf.sinusoid_heatmap(10, 8).axes[0].get_xlabel()
+    assert en != zh and CJK.search(zh)
+
+
+def test_every_label_has_both_languages():
+    for key, words in pf.LABELS.items():
+        assert set(words) == {"en", "zh"}, key
+        assert bool(words["en"]) == bool(words["zh"]), key  # blank in both or in neither
+
+
+def test_set_language_validates():
+    with pytest.raises(ValueError, match=r"language must be one of 'en', 'zh', got 'fr'"):
+        pf.set_language("fr")
+
+
+def test_label_unknown_key():
+    with pytest.raises(KeyError, match="no figure label 'nope'"):
+        pf.label("nope")
+
+
+def test_add_labels_rules():
+    with pytest.raises(ValueError, match="must have 'en' and 'zh' strings"):
+        pf.add_labels({"x_only_en": {"en": "x"}})
+    with pytest.raises(ValueError, match="already defined"):
+        pf.add_labels({"position": {"en": "pos", "zh": "位置"}})
+
+
+def test_cjk_font_registered_and_in_family():
+    family = pf.cjk_font_family()
+    names = {f.name for f in matplotlib.font_manager.fontManager.ttflist}
+    assert family in names and "SC" in family
+    pf.set_language("zh")
+    assert matplotlib.rcParams["font.family"][0] == family
+    pf.set_language("en")
+    assert matplotlib.rcParams["font.family"] == ["DejaVu Sans", family]
+
+
+def test_png_has_no_timestamp_or_version():
+    png = pf.figure_to_png(pf.sinusoid_heatmap(5, 4))
+    assert b"Software" not in png and b"matplotlib" not in png.lower()
+    svg = io.BytesIO()
+    pf.save_figure(pf.sinusoid_heatmap(5, 4), svg, format="svg")
+    assert b"<dc:date>" not in svg.getvalue()
+
+
+def test_figure_repr_png_for_jupyter():
+    fig = pf.encoding_pipeline()
+    assert fig._repr_png_()[:4] == b"\x89PNG"
+
+
+def test_figure_argument_errors():
+    with pytest.raises(ValueError, match=r"columns must be in 0 .. 7"):
+        pf.sinusoid_waveforms(10, 8, columns=(8,))
+    with pytest.raises(ValueError, match=r"out_a must have shape \(len\(tokens\), d\) = \(2, d\)"):
+        pf.permuted_attention_outputs(np.ones((3, 4)), ["a", "b"], np.ones((3, 4)), ["a", "b", "c"])
