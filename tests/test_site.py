@@ -23,11 +23,11 @@ import sys
 import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from urllib.parse import unquote, urljoin, urlparse
+from urllib.parse import unquote, urlparse
 
 import pytest
 
-from browser_site import LANGS, ROOT, discover_pages, require_site, site_dir, skip_or_fail
+from browser_site import LANGS, ROOT, discover_pages, require_site, skip_or_fail
 
 pytestmark = pytest.mark.build
 
