@@ -45,7 +45,6 @@ from ._validation import check_count, check_d_model, check_real
 from .closest import closest_pair
 from .naive import binary_encoding, index_encoding, normalized_index_encoding
 from .sinusoidal import sinusoidal_encoding
-from .uniqueness import fit_shift
 
 __all__ = [
     "Verdict",
@@ -390,7 +389,12 @@ def check_relative_shift(table, n_positions=512, shifts=(1, 2, 3, 5, 10, 50), to
         if n - k <= 2 * d:
             raise ValueError(f"n_positions - k must be > 2 * d = {2 * d} for the fit to be "
                              f"overdetermined, got n_positions = {n}, k = {k}")
-        worst = max(worst, fit_shift(codes, k).relative_residual)
+        src, dst = codes[:-k], codes[k:]
+        sol, *_ = np.linalg.lstsq(src, dst, rcond=None)  # dst ~ src @ sol: T_k = sol.T
+        norm = np.linalg.norm(dst)
+        resid = np.linalg.norm(src @ sol - dst)
+        rel = float(resid / norm) if norm > 0 else (math.inf if resid > 0 else 0.0)
+        worst = max(worst, rel)
     passed = worst <= tol
     return Verdict(passed, worst, tol,
                    "one linear map per offset" if passed
@@ -568,7 +572,7 @@ def score_requirements(encodings):
             for req, (check, _en, _zh) in REQUIREMENTS.items()}
 
 
-def requirements_table(scores, language="en", show_scores=True):
+def requirements_table(scores, language=None, show_scores=True):
     """Render :func:`score_requirements` output as a Markdown table.
 
     Rows are requirements, columns encodings; a cell is ✓ or ✗, followed by the score
@@ -578,8 +582,10 @@ def requirements_table(scores, language="en", show_scores=True):
     ----------
     scores : dict
         The output of :func:`score_requirements`.
-    language : {"en", "zh"}, default "en"
-        Language of the row and column names.
+    language : {"en", "zh"}, optional
+        Language of the row and column names; by default the language of the book's
+        figures, :func:`posenc.figures.get_language` (so a page's one
+        ``set_language`` call sets both).
     show_scores : bool, default True
         Whether to print the score after each mark.
 
@@ -597,9 +603,13 @@ def requirements_table(scores, language="en", show_scores=True):
     Examples
     --------
     >>> scores = score_requirements({"index": standard_encodings(4)["index"]})
-    >>> print(requirements_table(scores, show_scores=False).splitlines()[2])
+    >>> print(requirements_table(scores, "en", show_scores=False).splitlines()[2])
     | Unique | ✓ |
     """
+    if language is None:
+        from .figures import get_language
+
+        language = get_language()
     if language not in ("en", "zh"):
         raise ValueError(f"language must be 'en' or 'zh', got {language!r}")
     col = 1 if language == "en" else 2

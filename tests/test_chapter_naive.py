@@ -202,3 +202,16 @@ def test_table_renders_in_both_languages(scores):
         rows = table.splitlines()[2:]
         assert len(rows) == 6
         assert [r.count("✓") for r in rows] == [sum(EXPECTED[q].values()) for q in EXPECTED]
+
+
+def test_table_follows_the_figure_language_by_default(scores):
+    import posenc.figures as pf
+
+    before = pf.get_language()
+    try:
+        pf.set_language("zh")
+        assert R.requirements_table(scores) == R.requirements_table(scores, "zh")
+        pf.set_language("en")
+        assert R.requirements_table(scores) == R.requirements_table(scores, "en")
+    finally:
+        pf.set_language(before)
