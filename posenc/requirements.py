@@ -12,21 +12,21 @@ returns the codes of the positions ``0, 1, ..., n - 1`` as an array of shape ``(
 A table function may depend on ``n`` in any way (the normalised index does: it divides by
 ``n - 1``), which is exactly what :func:`check_same_across_lengths` detects.
 
-=============================  =====================================================  ==========
-requirement                    score (what is computed)                               passes if
-=============================  =====================================================  ==========
-:func:`check_unique`           smallest distance between the codes of two positions   ``> tol``
-:func:`check_bounded`          ``max|PE|`` over ``growth * n`` positions divided by   ``<= 1 + tol``
-                               ``max|PE|`` over ``n`` positions
-:func:`check_same_across_      largest change of the code of a position when the      ``<= tol``
-lengths`                       table is built for a longer sequence
-:func:`check_smooth`           largest step between neighbours divided by the         ``<= max_ratio``
-                               median distance between two positions
-:func:`check_relative_shift`   relative residual of the best linear map ``T_k`` with  ``<= tol``
-                               ``PE[p + k] ~ T_k PE[p]`` for all ``p`` (least squares)
-:func:`check_extrapolates`     how far the table built for ``factor * L`` positions   ``<= tol`` and
-                               departs from what a model trained on ``L`` saw         no collision
-=============================  =====================================================  ==========
+The checkers, each with its score (what is computed) and when it passes:
+
+* :func:`check_unique`: the smallest distance between the codes of two positions;
+  passes if ``> tol``.
+* :func:`check_bounded`: ``max|PE|`` over ``growth * n`` positions divided by ``max|PE|``
+  over ``n`` positions; passes if ``<= 1 + tol``.
+* :func:`check_same_across_lengths`: the largest change of the code of a position when
+  the table is built for a longer sequence; passes if ``<= tol``.
+* :func:`check_smooth`: the largest step between neighbours divided by the median
+  distance between two positions; passes if ``<= max_ratio``.
+* :func:`check_relative_shift`: the relative residual of the best (least-squares) linear
+  map ``T_k`` with ``PE[p + k] ~ T_k PE[p]`` for all ``p``; passes if ``<= tol``.
+* :func:`check_extrapolates`: how far the table built for ``factor * L`` positions departs
+  from what a model trained on ``L`` positions saw; passes if ``<= tol`` and no two
+  positions share a code.
 
 Each checker returns a :class:`Verdict`.  :func:`score_requirements` runs all six on
 several encodings, and :func:`requirements_table` renders the result as a Markdown table
@@ -259,11 +259,11 @@ def check_same_across_lengths(table, short_length=10, long_length=1000, tol=1e-1
     >>> v.passed, round(v.score, 3)      # position 9: 9/9 = 1 in 10 tokens, 9/999 in 1000
     (False, 0.991)
     """
-    s = check_count(short_length, "short_length", minimum=2)
-    l = check_count(long_length, "long_length", minimum=s + 1)
+    n_short = check_count(short_length, "short_length", minimum=2)
+    n_long = check_count(long_length, "long_length", minimum=n_short + 1)
     tol = _check_tol(tol)
-    a = _table(table, s)
-    b = _table(table, l)[:s]
+    a = _table(table, n_short)
+    b = _table(table, n_long)[:n_short]
     if a.shape != b.shape:
         raise ValueError(f"table(n) must return the same width d for every n, got "
                          f"{a.shape[1]} and {b.shape[1]}")

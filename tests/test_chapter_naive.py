@@ -215,3 +215,117 @@ def test_table_follows_the_figure_language_by_default(scores):
         assert R.requirements_table(scores) == R.requirements_table(scores, "en")
     finally:
         pf.set_language(before)
+
+
+# -- the page's findings -------------------------------------------------------------
+
+def test_raw_index_drowns_the_token_embeddings():
+    d, vocab = 64, 1000
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    table = torch.nn.Embedding(vocab, d).weight.detach().double().numpy()
+    norms = np.linalg.norm(table, axis=1)
+    pe = posenc.index_encoding(1001, d)
+    np.testing.assert_allclose(np.linalg.norm(pe, axis=1), np.arange(1001) * np.sqrt(d))
+    assert int(np.argmax(np.linalg.norm(pe, axis=1) > norms.max())) == 2
+    x = table + pe[100]
+    unit = x / np.linalg.norm(x, axis=1, keepdims=True)
+    assert (unit @ unit.T)[np.triu_indices(vocab, 1)].min() > 0.999
+    assert posenc.index_encoding(1000, 1)[-1, 0] == 999       # seed 001 says 1000
+
+
+def test_normalised_three_apart_and_same_code():
+    short = posenc.normalized_index_encoding(10, 1)[:, 0]
+    long = posenc.normalized_index_encoding(1000, 1)[:, 0]
+    assert short[5] - short[2] == pytest.approx(1 / 3)
+    assert long[5] - long[2] == pytest.approx(3 / 999)
+    assert int(np.flatnonzero(np.isclose(long, short[3]))[0]) == 333
+
+
+@given(short=st.integers(2, 100), extra=st.integers(1, 1000))
+def test_seed001_has_the_normalised_step_backwards(short, extra):
+    """Seed 001: neighbours differ *less* in a short sequence. They differ more."""
+    a = posenc.normalized_index_encoding(short, 1)[:, 0]
+    b = posenc.normalized_index_encoding(short + extra, 1)[:, 0]
+    assert a[1] - a[0] > b[1] - b[0]
+
+
+def test_binary_neighbours_can_differ_in_every_bit():
+    codes = posenc.binary_encoding(64, 6)
+    diff = lambda p, q: int(np.sum(codes[p] != codes[q]))  # noqa: E731
+    assert (diff(7, 8), diff(8, 9), diff(0, 8)) == (4, 1, 1)
+    steps = np.linalg.norm(np.diff(codes, axis=0), axis=1)
+    # p -> p + 1 flips the trailing ones of p and one more bit
+    p = np.arange(63)
+    trailing_ones = np.array([len(bin(q)) - len(bin(q).rstrip("1")) for q in p])
+    np.testing.assert_allclose(steps, np.sqrt(trailing_ones + 1))
+
+
+@given(bits=st.integers(1, 12))
+def test_each_bit_is_the_sign_of_a_sine_of_the_same_period(bits):
+    n = 2 ** bits
+    codes = posenc.binary_encoding(n, bits).astype(bool)
+    p = np.arange(n)[:, None]
+    j = np.arange(bits)[None, :]
+    np.testing.assert_array_equal(codes, np.sin(np.pi * (p + 0.5) / 2.0 ** j) < 0)
+
+
+# -- the figure functions of posenc.figures.naive_pages --------------------------------
+
+import posenc.figures as pf  # noqa: E402
+from posenc.figures import naive_pages as nf  # noqa: E402
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_figure_draws_in_both_languages_without_warnings(lang):
+    """Rendered to PNG in Chinese (a missing glyph would warn); built only in English."""
+    import warnings
+
+    before = pf.get_language()
+    pf.set_language(lang)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            p = np.arange(50)
+            figs = [
+                nf.index_magnitude_figure(p, 8.0 * p, [7.0, 9.0], np.linspace(0, 1, 50)),
+                nf.normalized_gap_figure(10, 1000, 3),
+                nf.binary_distance_figure(6, 8),
+                nf.counter_waves_figure(32, 4),
+                nf.one_frequency_circles_figure((1.0, 0.05), 50),
+                nf.frequency_variants_figure(512),
+                nf.log_space_error_figure(np.full(8, 3e-7), np.full(8, 3e-8), 16),
+                nf.turns_within_figure(196, 1024),
+            ]
+            if lang == "zh":
+                for fig in figs:
+                    assert pf.figure_to_png(fig)[:4] == b"\x89PNG"
+    finally:
+        pf.set_language(before)
+    titles = " ".join(ax.get_title() for ax in figs[2].axes)
+    assert ("距离" in titles) == (lang == "zh")
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda: nf.index_magnitude_figure([0, 1], [0, 1, 2], [1.0], [0, 1]), ValueError, "one shape"),
+    (lambda: nf.normalized_gap_figure(10, 1000, 0), ValueError, "gap must be >= 1"),
+    (lambda: nf.normalized_gap_figure(3, 1000, 3), ValueError, "short must be >= 4"),
+    (lambda: nf.normalized_gap_figure(10, 10, 3), ValueError, "long must be >= 11"),
+    (lambda: nf.normalized_gap_figure(10.0, 100, 3), TypeError, "short must be an integer"),
+    (lambda: nf.binary_distance_figure(13, 8), ValueError, "n_bits must be <= 12"),
+    (lambda: nf.binary_distance_figure(0, 0), ValueError, "n_bits must be >= 1"),
+    (lambda: nf.binary_distance_figure(3, 8), ValueError, "reference must be < 2"),
+    (lambda: nf.counter_waves_figure(1, 2), ValueError, "n_positions must be >= 2"),
+    (lambda: nf.counter_waves_figure(16, 9), ValueError, "n_bits must be <= 8"),
+    (lambda: nf.one_frequency_circles_figure((), 10), ValueError, "omegas must be"),
+    (lambda: nf.one_frequency_circles_figure((1.0, -1.0), 10), ValueError, "omegas must be"),
+    (lambda: nf.one_frequency_circles_figure((1.0,), 1), ValueError, "n_positions must be >= 2"),
+    (lambda: nf.frequency_variants_figure(7), ValueError, "positive even number"),
+    (lambda: nf.frequency_variants_figure(8, top=5.0), ValueError, "top must be > 2 pi"),
+    (lambda: nf.log_space_error_figure(np.zeros(3), np.zeros(4), 8), ValueError, r"shape \(4,\)"),
+    (lambda: nf.turns_within_figure(1, 8), ValueError, "n_positions must be >= 2"),
+    (lambda: nf.turns_within_figure(10, 8, base=1.0), ValueError, "base must be > 1"),
+])
+def test_figure_arguments_are_validated(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
