@@ -128,6 +128,9 @@ autodoc_member_order = "bysource"
 napoleon_google_docstring = False
 napoleon_numpy_docstring = True
 napoleon_use_rtype = False
+# "Attributes" sections become :ivar: fields: autodoc lists the fields of a NamedTuple or
+# dataclass as members already, and two descriptions of one name are a warning.
+napoleon_use_ivar = True
 doctest_global_setup = "import numpy as np\nimport posenc"
 
 # -- HTML --------------------------------------------------------------------------

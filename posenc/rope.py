@@ -437,9 +437,11 @@ def apply_rope(x, positions=None, *, base=10000.0, layout="interleaved", rotary_
 
     .. math::
 
-       (x_1', x_2') = (x_1\\cos m\\theta_i - x_2\\sin m\\theta_i,\\;
-                       x_2\\cos m\\theta_i + x_1\\sin m\\theta_i), \\qquad
+       \\begin{aligned}
+       x_1' &= x_1\\cos m\\theta_i - x_2\\sin m\\theta_i, \\\\
+       x_2' &= x_2\\cos m\\theta_i + x_1\\sin m\\theta_i, \\qquad
        \\theta_i = \\mathrm{base}^{-2i/r}
+       \\end{aligned}
 
     where ``(x_1, x_2)`` is ``(x[..., 2i], x[..., 2i+1])`` for ``layout="interleaved"``
     and ``(x[..., i], x[..., i + r/2])`` for ``layout="half"``, and ``r`` is the number

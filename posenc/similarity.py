@@ -5,9 +5,12 @@ For the sinusoidal encoding the dot product of two rows depends only on the offs
 
 .. math::
 
+   \begin{aligned}
    \mathrm{PE}(p)\cdot\mathrm{PE}(p+k)
-   = \sum_{i} \left[\sin p\omega_i \sin (p+k)\omega_i + \cos p\omega_i \cos (p+k)\omega_i\right]
-   = \sum_{i=0}^{d/2-1} \cos(k\,\omega_i),
+   &= \sum_{i} \left[\sin p\omega_i \sin (p+k)\omega_i
+                     + \cos p\omega_i \cos (p+k)\omega_i\right] \\
+   &= \sum_{i=0}^{d/2-1} \cos(k\,\omega_i),
+   \end{aligned}
 
 (:math:`\cos(a-b) = \cos a\cos b + \sin a \sin b`), an even function of :math:`k` that
 starts at :math:`d/2` for :math:`k = 0` and decays, with ripples, as :math:`|k|` grows.

@@ -190,8 +190,10 @@ def shift_matrix(k, d_model, base=10000.0):
 
     .. math::
 
-       \\sin(a + b) = \\sin a \\cos b + \\cos a \\sin b, \\qquad
-       \\cos(a + b) = \\cos a \\cos b - \\sin a \\sin b, \\qquad b = k\\,\\omega_i
+       \\begin{aligned}
+       \\sin(a + b) &= \\sin a \\cos b + \\cos a \\sin b, \\\\
+       \\cos(a + b) &= \\cos a \\cos b - \\sin a \\sin b, \\qquad b = k\\,\\omega_i
+       \\end{aligned}
 
     give the 2x2 block
 
