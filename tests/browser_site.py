@@ -188,6 +188,11 @@ INSPECT_JS = r"""
     width: img.naturalWidth, complete: img.complete,
     content: !!img.closest("article"),
   }));
+  // Display equations wider than the text column (they would scroll or be clipped).
+  out.wideMath = [...document.querySelectorAll("article mjx-container[display='true']")]
+    .filter(el => el.scrollWidth > el.clientWidth + 2)
+    .map(el => (el.closest(".math")?.id || "") + " " +
+               (el.querySelector("mjx-assistive-mml")?.textContent || "").trim().slice(0, 50));
   out.codeBlocks = document.querySelectorAll("article div.highlight pre").length;
   out.copyButtons = document.querySelectorAll("article button.copybtn").length;
   out.lang = document.documentElement.lang;
@@ -282,6 +287,10 @@ def _switch_to_dark(page) -> bool:
     if choice.count() == 0:
         return False
     choice.click()
+    # Move the pointer away, as a reader would: the theme opens its header menus on hover,
+    # and a menu left open overlaps the article header.
+    page.keyboard.press("Escape")
+    page.mouse.move(5, 600)
     return page.evaluate("document.documentElement.dataset.theme") == "dark"
 
 
@@ -335,6 +344,8 @@ def check_page(context, base: str, lang: str, name: str, shots: Path | None = No
             problems.append(f"{seen['math']} math elements but MathJax rendered none")
         elif seen["unrendered"]:
             problems.append(f"unrendered math: {seen['unrendered'][:3]}")
+        if seen["wideMath"]:
+            problems.append(f"display math wider than the text column: {seen['wideMath'][:3]}")
         if seen["rawMath"]:
             problems.append(f"raw TeX in the text: {seen['rawMath'][:3]}")
         # Images loaded, with real alt text.
