@@ -304,3 +304,86 @@ def test_angle_error_grows_with_position():
 def test_rope_angles_forms():
     np.testing.assert_array_equal(posenc.rope_angles(4, 8), posenc.rope_angles(np.arange(4), 8))
     assert posenc.rope_angles(0, 8).shape == (0, 4)
+
+
+# -- float16 / bfloat16 on the CPU: blocked, one rounding --------------------------------
+
+
+def _half_ulp(v, dtype):
+    """Half the spacing of ``dtype`` numbers at ``|v|`` (float64 tensor in, float64 out)."""
+    mant = {torch.bfloat16: 7, torch.float16: 10}[dtype]
+    tiny = {torch.bfloat16: 2.0**-126, torch.float16: 2.0**-14}[dtype]
+    e = torch.floor(torch.log2(v.abs().clamp_min(tiny)))
+    return 2.0 ** (e - mant) / 2
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("rotary_dim", [None, 8])
+def test_low_precision_is_one_rounding_of_the_exact_result(dtype, layout, rotary_dim):
+    x = torch.randn(3, 4, 37, 16, generator=torch.Generator().manual_seed(7)).to(dtype)
+    pos = np.arange(1000, 1037)
+    y = apply_rope(x, pos, layout=layout, rotary_dim=rotary_dim)
+    assert y.dtype == dtype and y.shape == x.shape
+    exact = torch.from_numpy(apply_rope(x.double().numpy(), pos, layout=layout,
+                                        rotary_dim=rotary_dim))
+    err = (y.double() - exact).abs()
+    # At most half a unit in the last place, plus float32's own rounding on the way (which
+    # is relative to the inputs: x1 cos - x2 sin can cancel to far below |x|).
+    slack = 1e-6 * x.double().abs().max()
+    assert bool((err <= _half_ulp(exact, dtype) + slack).all()), (err - _half_ulp(exact, dtype)).max()
+
+
+def test_low_precision_beats_rounding_after_every_operation():
+    """Hugging Face's formula in bfloat16 (bfloat16 tables, a rounding per operation)
+    errs more than posenc's single rounding, on the same input."""
+    x = torch.randn(2, 8, 256, 64, generator=torch.Generator().manual_seed(8)).bfloat16()
+    exact = torch.from_numpy(apply_rope(x.double().numpy(), layout="half"))
+    ang = torch.from_numpy(posenc.rope_angles(256, 64))
+    emb = torch.cat([ang, ang], -1)
+    cos, sin = emb.cos().bfloat16(), emb.sin().bfloat16()
+    hf = x * cos + torch.cat((-x[..., 32:], x[..., :32]), dim=-1) * sin  # all in bfloat16
+    ours = apply_rope(x, layout="half")
+    err_hf = (hf.double() - exact).abs().max().item()
+    err_ours = (ours.double() - exact).abs().max().item()
+    assert err_ours < 0.6 * err_hf
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("block", [64, 1000, 16 * 40])
+def test_blocking_does_not_change_a_bit(monkeypatch, layout, block):
+    """Blocks that split the sequence, group whole slices, or end unevenly: same bits."""
+    from posenc import rope as rope_mod
+
+    base = torch.randn(2, 40, 3, 16, generator=torch.Generator().manual_seed(9)).bfloat16()
+    x = base.transpose(1, 2)  # (2, 3, 40, 16), not contiguous
+    pos = torch.arange(7, 47)
+    whole = apply_rope(x, pos, layout=layout, rotary_dim=12)  # one block
+    monkeypatch.setattr(rope_mod, "_LOWP_BLOCK", block)
+    blocked = apply_rope(x, pos, layout=layout, rotary_dim=12)
+    assert torch.equal(blocked, whole)
+    assert blocked.is_contiguous()
+
+
+def test_low_precision_blocks_cover_every_row_once():
+    from posenc import rope as rope_mod
+    from posenc.rope import _lowp_blocks
+
+    for n_rows, seq, d, block in [(6, 40, 16, 64), (6, 40, 16, 640), (6, 40, 16, 10**6),
+                                  (1, 1, 2, 1), (3, 5, 4, 7)]:
+        seen = np.zeros((n_rows, seq), dtype=int)
+        old = rope_mod._LOWP_BLOCK
+        rope_mod._LOWP_BLOCK = block
+        try:
+            for b, s in _lowp_blocks(n_rows, seq, d):
+                seen[b, s] += 1
+        finally:
+            rope_mod._LOWP_BLOCK = old
+        assert (seen == 1).all(), (n_rows, seq, d, block)
+
+
+def test_low_precision_autograd_still_differentiable():
+    x = torch.randn(2, 5, 8).bfloat16().requires_grad_()
+    y = apply_rope(x, layout="half")
+    y.float().sum().backward()
+    assert x.grad is not None and x.grad.dtype == torch.bfloat16
