@@ -3,7 +3,7 @@
     nox -s docs     build both languages into _build/html (execution cache on)
     nox -s tests    pytest + a fresh docs build + doctests + browser tests
     nox -s doctest  the {doctest} blocks of both languages and posenc's docstrings
-    nox -s bench    benchmarks -> benchmarks/results.json and results.md
+    nox -s bench    library and build benchmarks -> benchmarks/results.json and results.md
     nox -s serve    live preview of one language (nox -s serve -- zh)
     nox -s lint     ruff
 """
@@ -47,6 +47,8 @@ def _sphinx(session: nox.Session, builder: str, lang: str, *extra: str, env=None
 def _build_site(session: nox.Session, *extra: str, env=None) -> None:
     # One language after the other: jupyter-cache's SQLite does not like -j.
     times = {lang: _sphinx(session, "html", lang, *extra, env=env) for lang in LANGS}
+    if not (HTML / "en" / "404.html").exists():  # nox --install-only: nothing was built
+        return
     shutil.copyfile(ROOT / "docs" / "chooser" / "index.html", HTML / "index.html")
     # GitHub Pages answers every missing URL of a project site with its root 404.html;
     # the English one works from any path (its links are site-absolute) and links zh.
@@ -88,9 +90,13 @@ def doctest(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def bench(session: nox.Session) -> None:
-    """Library and build benchmarks; writes benchmarks/results.{json,md}."""
+    """Library and build benchmarks; writes benchmarks/results.{json,md}.
+
+    ``nox -s bench`` runs everything (``--build``); arguments after ``--`` replace that,
+    e.g. ``nox -s bench -- --quick`` or ``nox -s bench -- --build-only``.
+    """
     _install(session, "requirements/bench.txt")
-    session.run("python", "benchmarks/run.py", *session.posargs)
+    session.run("python", "benchmarks/run.py", *(session.posargs or ["--build"]))
 
 
 @nox.session(python="3.11")
