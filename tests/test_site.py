@@ -484,3 +484,33 @@ def test_reader_features_on_a_tiny_book(tmp_path):
     assert nb.metadata["kernelspec"]["name"] == "python3"
     assert soup.select_one("a.btn-launch-colab")["href"].endswith(f"/notebooks/{lang}/tiny.ipynb")
     assert soup.select_one(".dropdown-download-buttons a[href='_sources/tiny.ipynb']")
+
+
+# -- Chinese text: no spaces where the source had a line break ---------------------------
+
+
+def test_join_cjk_lines_removes_breaks_between_chinese_characters_only():
+    from docutils.core import publish_doctree
+
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    from posenc_book import join_cjk_lines
+
+    doc = publish_doctree("位置编码是\n一种方法，\n它用 ``甲\n乙`` 和\nLatin 词。\n\n::\n\n   代码\n   代码\n")
+    assert join_cjk_lines(doc) == 2
+    para = doc.next_node(lambda n: n.tagname == "paragraph").astext()
+    assert para.startswith("位置编码是一种方法，它用 甲\n乙 和\nLatin")  # code and Latin kept
+    assert "代码\n代码" in doc.astext()  # literal blocks untouched
+
+
+def test_no_line_break_between_chinese_characters_in_the_zh_site(site):
+    cjk = "\u3000-\u303f\u3400-\u9fff\uff00-\uffef"
+    pattern = re.compile(f"[{cjk}]\\n[{cjk}]")
+    bad = []
+    for lang, page in _all_html(site):
+        if lang != "zh":
+            continue
+        soup = _soup(page)
+        for p in soup.select("article p, article li, figcaption"):
+            if pattern.search(p.get_text()):
+                bad.append(f"{page.name}: {p.get_text()[:40]!r}")
+    assert not bad, bad[:5]

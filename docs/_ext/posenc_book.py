@@ -11,14 +11,21 @@ What it does, each piece small:
   language and carries ``<link rel="alternate" hreflang>`` for both.
 * **Offline MathJax.**  The MathJax copy inside the ``sphinx-mathjax-offline`` wheel is
   added to the static files, so the site never asks a CDN for it.
+* **Chinese lines joined.**  A line break inside a Chinese paragraph of the source
+  becomes a space in HTML, and browsers show it between two Chinese characters.  In the
+  Chinese build, a break with a CJK character (or full-width punctuation) on both sides
+  is removed from the text; a break next to Latin text, code or math stays a space.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import re
 import shutil
 from pathlib import Path
+
+from docutils import nodes
 
 from sphinx.application import Sphinx
 from sphinx.config import Config
@@ -87,6 +94,40 @@ def _add_mathjax(app: Sphinx, config: Config) -> None:
     config.html_static_path = [*config.html_static_path, str(static)]
 
 
+_CJK = "\u2e80-\u2fff\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
+_CJK_BREAK = re.compile(f"(?<=[{_CJK}])[ \\t]*\\n[ \\t]*(?=[{_CJK}])")
+_VERBATIM = (nodes.literal, nodes.literal_block, nodes.math, nodes.math_block, nodes.raw,
+             nodes.comment, nodes.doctest_block)
+
+
+def join_cjk_lines(doctree: nodes.Node) -> int:
+    """Remove line breaks between two CJK characters in the text of ``doctree``.
+
+    Code, math and raw content are left alone.  Returns how many breaks were removed.
+    """
+    removed = 0
+    for text in list(doctree.findall(nodes.Text)):
+        if "\n" not in text or any(isinstance(a, _VERBATIM) for a in _ancestors(text)):
+            continue
+        new, n = _CJK_BREAK.subn("", str(text))
+        if n:
+            text.parent.replace(text, nodes.Text(new))
+            removed += n
+    return removed
+
+
+def _ancestors(node: nodes.Node):
+    parent = node.parent
+    while parent is not None:
+        yield parent
+        parent = parent.parent
+
+
+def _join_cjk_lines(app: Sphinx, doctree: nodes.document) -> None:
+    if app.config.posenc_book_lang == "zh":
+        join_cjk_lines(doctree)
+
+
 def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
     lang = app.config.posenc_book_lang
     site = app.config.posenc_site_url
@@ -121,4 +162,5 @@ def setup(app: Sphinx) -> dict:
     app.connect("config-inited", _add_mathjax)
     app.connect("env-get-outdated", _outdated_when_library_changes)
     app.connect("html-page-context", _page_context)
+    app.connect("doctree-read", _join_cjk_lines)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
