@@ -467,10 +467,30 @@ def _apply_rope_torch(x, pos, base, layout, rotary_dim):
     r = check_rotary_dim(rotary_dim, d)
     seq = x.shape[-2]
     pos_key, pos_arr = _positions_key(pos, seq)
+    tables = _torch_tables(pos_key, pos_arr, seq, r, base, _compute_dtype(x.dtype), x.device,
+                           layout)
+    return _rotate_tensor(x, tables, r, layout)
+
+
+def _compute_dtype(dtype):
+    """float32 and float64 are computed in their own precision, float16/bfloat16 in float32."""
+    import torch
+
+    return dtype if dtype in (torch.float32, torch.float64) else torch.float32
+
+
+def _rotate_tensor(x, tables, r, layout):
+    """Rotate the first ``r`` features of ``x`` with ready tables, keeping its dtype.
+
+    ``tables`` are in ``_compute_dtype(x.dtype)`` on ``x.device``: the complex
+    ``e^{i m theta}`` of shape ``(seq, r/2)`` for the interleaved layout, ``(cos, sin)``
+    for the half layout.  float16/bfloat16 are rotated in float32 and rounded once (on
+    the CPU block by block, see :func:`_rotate_lowp_blocked`).
+    """
+    import torch
+
     dtype = x.dtype
-    # float16 / bfloat16: rotate in float32, cast the result back (one rounding at the end).
-    compute = dtype if dtype in (torch.float32, torch.float64) else torch.float32
-    tables = _torch_tables(pos_key, pos_arr, seq, r, base, compute, x.device, layout)
+    compute = _compute_dtype(dtype)
     differentiable = torch.is_grad_enabled() and x.requires_grad
     if dtype != compute and x.device.type == "cpu" and not differentiable and x.numel():
         return _rotate_lowp_blocked(x, tables, r, layout)

@@ -14,10 +14,17 @@ import torch
 from torch import nn
 
 from ._validation import check_base, check_count, check_d_model, check_layout
-from .rope import _rotate_half_torch, _rotate_interleaved_torch
+from .rope import (
+    _check_x_shape,
+    _compute_dtype,
+    _positions_key,
+    _rotate_tensor,
+    _torch_tables,
+)
+from ._validation import check_rotary_dim
 from .sinusoidal import _sinusoid_rows, inverse_frequencies
 
-__all__ = ["SinusoidalPositionalEncoding", "RotaryEmbedding"]
+__all__ = ["SinusoidalPositionalEncoding", "RotaryEmbedding", "compiled_apply_rope"]
 
 
 class SinusoidalPositionalEncoding(nn.Module):
@@ -121,6 +128,10 @@ class RotaryEmbedding(nn.Module):
         Which features form a pair (see :mod:`posenc.rope`).
     max_seq_len : int, default 4096
         Positions cached at construction, ``>= 0``.
+    compiled : bool, default False
+        Rotate through :func:`compiled_apply_rope`'s ``torch.compile`` kernel: one pass
+        over memory instead of one to three eager kernels (and no float32 copy for
+        float16/bfloat16), at the price of compiling on first use.
 
     Raises
     ------
@@ -142,8 +153,12 @@ class RotaryEmbedding(nn.Module):
     torch.Size([128, 4])
     """
 
-    def __init__(self, dim, base=10000.0, layout="interleaved", max_seq_len=4096):
+    def __init__(self, dim, base=10000.0, layout="interleaved", max_seq_len=4096,
+                 compiled=False):
         super().__init__()
+        if not isinstance(compiled, bool):
+            raise TypeError(f"compiled must be True or False, got {compiled!r}")
+        self.compiled = compiled
         self.dim = check_d_model(dim, "dim", even=True)
         self.base = check_base(base)
         self.layout = check_layout(layout)
@@ -161,7 +176,7 @@ class RotaryEmbedding(nn.Module):
     def extra_repr(self):
         return (
             f"dim={self.dim}, base={self.base:g}, layout={self.layout!r}, "
-            f"max_seq_len={self.cos.shape[0]}"
+            f"max_seq_len={self.cos.shape[0]}" + (", compiled=True" if self.compiled else "")
         )
 
     def _extend(self, n):
@@ -196,15 +211,12 @@ class RotaryEmbedding(nn.Module):
         return self.cos[idx], self.sin[idx]
 
     def _rotate(self, x, cos, sin):
-        dtype = x.dtype
-        compute = dtype if dtype in (torch.float32, torch.float64) else torch.float32
-        xc = x.to(compute)
+        compute = _compute_dtype(x.dtype)
         cos, sin = cos.to(device=x.device, dtype=compute), sin.to(device=x.device, dtype=compute)
-        if self.layout == "interleaved":
-            out = _rotate_interleaved_torch(xc, torch.complex(cos, sin), self.dim)
-        else:
-            out = _rotate_half_torch(xc, cos, sin, self.dim)
-        return out.to(dtype)
+        if self.compiled:
+            return _compiled_kernel(self.layout)(x, cos, sin, self.dim)
+        tables = torch.complex(cos, sin) if self.layout == "interleaved" else (cos, sin)
+        return _rotate_tensor(x, tables, self.dim, self.layout)
 
     def forward(self, q, k, positions=None):
         """Rotate ``q`` and ``k`` (shape ``(..., seq, dim)``) at the same positions.
@@ -235,3 +247,102 @@ class RotaryEmbedding(nn.Module):
             )
         cos, sin = self._cos_sin(positions, q.shape[-2], q.device)
         return self._rotate(q, cos, sin), self._rotate(k, cos, sin)
+
+
+# -- the opt-in compiled kernel ------------------------------------------------------------
+
+
+def _rope_kernel_half(x, cos, sin, r: int):
+    """The half layout as one expression, which ``torch.compile`` fuses into one loop.
+
+    ``cos`` and ``sin`` have shape ``(seq, r/2)`` in the compute dtype (float32 for
+    float16/bfloat16 input): the loop reads ``x`` once, computes in that precision and
+    writes the output once, rounding once.
+    """
+    h = r // 2
+    xr = x[..., :r].to(cos.dtype)
+    x1, x2 = xr[..., :h], xr[..., h:]
+    rot = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
+    return rot if r == x.shape[-1] else torch.cat((rot, x[..., r:]), dim=-1)
+
+
+def _rope_kernel_interleaved(x, cos, sin, r: int):
+    """The interleaved layout as one expression (see :func:`_rope_kernel_half`)."""
+    h = r // 2
+    x1, x2 = x[..., :r].to(cos.dtype).unflatten(-1, (h, 2)).unbind(-1)
+    rot = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
+    rot = rot.to(x.dtype)
+    return rot if r == x.shape[-1] else torch.cat((rot, x[..., r:]), dim=-1)
+
+
+# One compiled function per layout, so that each keeps its own (small) set of compiled
+# variants: dtypes, rotated widths, and static then dynamic sequence lengths.
+_COMPILED = {}
+
+
+def _compiled_kernel(layout):
+    fn = _COMPILED.get(layout)
+    if fn is None:
+        body = _rope_kernel_half if layout == "half" else _rope_kernel_interleaved
+        fn = _COMPILED[layout] = torch.compile(body, fullgraph=True)
+    return fn
+
+
+def compiled_apply_rope(x, positions=None, *, base=10000.0, layout="interleaved",
+                        rotary_dim=None):
+    """:func:`posenc.apply_rope` for tensors, as one kernel compiled by ``torch.compile``.
+
+    Opt-in speed.  Eager PyTorch runs one kernel per operation: the interleaved layout
+    is already one pass over memory (a complex multiply), but the half layout takes
+    three, and float16/bfloat16 need conversions to float32 and back.  Compiled, every
+    case is one loop that reads ``x`` once and writes the result once (see the book's
+    *Benchmarks* appendix for the measured difference).  The results are those of
+    :func:`posenc.apply_rope`: the same float64-accurate tables, float32 arithmetic for
+    float16/bfloat16, one rounding at the end (the compiler may contract a multiply and
+    an add into one fused operation, so float32 results can differ in the last bit).
+
+    The price is compilation: the first call, and the first with a new dtype, layout,
+    rotated width or (once) sequence length, compiles for a few seconds (longer for the
+    first compilation in a process), and it needs what ``torch.compile`` needs (a C++
+    compiler on the CPU, Triton on a GPU).  A model that is compiled anyway gets the
+    same fusion by calling :func:`posenc.apply_rope` inside it.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        Floating-point, shape ``(..., seq, d)``, ``d`` even.
+    positions, base, layout, rotary_dim
+        As for :func:`posenc.apply_rope`.
+
+    Returns
+    -------
+    torch.Tensor
+        Same shape, dtype and device as ``x``.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not a floating-point tensor, or as :func:`posenc.apply_rope`.
+    ValueError
+        As :func:`posenc.apply_rope`.
+
+    Examples
+    --------
+    >>> import torch, posenc
+    >>> x = torch.randn(1, 2, 6, 8)
+    >>> y = compiled_apply_rope(x, layout="half")              # compiles on first use
+    >>> bool(torch.allclose(y, posenc.apply_rope(x, layout="half"), atol=1e-6))
+    True
+    """
+    b = check_base(base)
+    layout = check_layout(layout)
+    if not torch.is_tensor(x) or not x.is_floating_point():
+        raise TypeError(f"x must be a floating-point torch.Tensor, got "
+                        f"{x.dtype if torch.is_tensor(x) else type(x).__name__}")
+    _check_x_shape(tuple(x.shape))
+    r = check_rotary_dim(rotary_dim, x.shape[-1])
+    seq = x.shape[-2]
+    pos_key, pos_arr = _positions_key(positions, seq)
+    cos, sin = _torch_tables(pos_key, pos_arr, seq, r, b, _compute_dtype(x.dtype), x.device,
+                             "half")
+    return _compiled_kernel(layout)(x, cos, sin, r)
