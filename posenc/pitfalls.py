@@ -31,6 +31,7 @@ __all__ = [
     "pe_half_loop",
     "pe_broadcast",
     "pe_seed001_style",
+    "pe_seed001_rows",
     "pe_seed003_style",
     "Seed003Encoder",
 ]
@@ -233,6 +234,30 @@ def pe_seed001_style(d_model=512):
             cos_exp = 2 * (2 * i + 1) / d_model    # BUG: not the sine's
             table[pos, 2 * i] = np.sin(pos / 1000 ** sin_exp)  # BUG: 1000
             table[pos, 2 * i + 1] = np.cos(pos / 1000 ** cos_exp)
+    return table
+
+
+def pe_seed001_rows(n_positions, d_model):
+    """WRONG: the frequencies of :func:`pe_seed001_style`, for any number of positions.
+
+    The same base 1000, sine exponent ``4i/d`` and cosine exponent ``(4i+2)/d``, without
+    the table-size bug, so that the shift from one row to the next can be measured over
+    more positions than there are columns.  On its first ``d_model`` rows it is the
+    table of :func:`pe_seed001_style`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> bool(np.allclose(pe_seed001_rows(8, 8), pe_seed001_style(8), rtol=0, atol=1e-12))
+    True
+    >>> pe_seed001_rows(100, 8).shape
+    (100, 8)
+    """
+    pos = np.arange(n_positions)[:, None]
+    i = np.arange(d_model // 2)
+    table = np.zeros((n_positions, d_model))
+    table[:, 0::2] = np.sin(pos / 1000 ** (2 * 2 * i / d_model))      # BUG: 4i/d, 1000
+    table[:, 1::2] = np.cos(pos / 1000 ** (2 * (2 * i + 1) / d_model))  # BUG: own exponent
     return table
 
 

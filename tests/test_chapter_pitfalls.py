@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import posenc
 from posenc import inverse_frequencies, sinusoidal_encoding
@@ -83,6 +85,7 @@ def test_double_step_frequencies_and_dead_columns():
     assert lam.max() > 5e8
     flat = np.ptp(bad, axis=0) < 0.01
     assert flat.sum() == 208 and np.sum(np.ptp(good, axis=0) < 0.01) == 0
+    assert 0.40 < flat.mean() < 0.42     # the summary's fraction: well short of half
     assert np.abs(bad - good).max() > 1.9
     # pairs intact: still a rotation (checked on a smaller table; lstsq is the slow part)
     assert fit_shift(pit.pe_double_step(600, 64), 1).relative_residual < 1e-10
@@ -110,6 +113,28 @@ def test_seed_loops_share_the_sine_column_0_only():
     assert flat == [78, 295, 223]
 
 
+def test_seed_loops_have_no_linear_shift():
+    """Both notes' own loops, not only the (2i+1)/d variant, lose the linear shift."""
+    n, d = 2048, 64
+    r003 = fit_shift(pit.pe_seed003_style(n, d), 1).relative_residual
+    r001 = fit_shift(pit.pe_seed001_rows(n, d), 1).relative_residual
+    assert 0.15 < r003 < 0.19
+    assert 0.17 < r001 < 0.21
+    assert fit_shift(sinusoidal_encoding(n, d), 1).relative_residual < 1e-10
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 40).map(lambda h: 2 * h), st.integers(0, 60))
+def test_seed001_rows_is_the_seed001_table_extended(d, extra):
+    rows = pit.pe_seed001_rows(d + extra, d)
+    assert rows.shape == (d + extra, d)
+    np.testing.assert_allclose(rows[:d], pit.pe_seed001_style(d), rtol=0, atol=1e-12)
+    p = np.arange(d + extra)
+    i = d // 2 - 1                               # the last pair, from the formula
+    np.testing.assert_allclose(rows[:, -2], np.sin(p / 1000 ** (4 * i / d)), atol=1e-12)
+    np.testing.assert_allclose(rows[:, -1], np.cos(p / 1000 ** ((4 * i + 2) / d)), atol=1e-12)
+
+
 def test_seed_003_loop_is_double_step_plus_next_pair_cosine():
     t = pit.pe_seed003_style(50, 16)
     p = np.arange(50)
@@ -127,9 +152,13 @@ def test_floor_exponent_collapses_every_frequency():
     bad = pit.pe_floor_exponent(1000, d)
     good = sinusoidal_encoding(1000, d)
     assert np.unique(bad.round(12), axis=1).shape[1] == 2
-    assert np.linalg.norm(bad[710] - bad[0]) < 1e-3
+    back = np.linalg.norm(bad[1:] - bad[0], axis=1)
+    closest = 1 + int(np.argmin(back))
+    assert closest == 710                               # the closest return ...
+    assert abs(closest / (2 * np.pi) - 113) < 1e-4      # ... is 113 full turns
+    assert back[closest - 1] < 1e-3
     assert np.linalg.norm(bad[1] - bad[0]) > 15
-    assert np.linalg.norm(good[710] - good[0]) > 19
+    assert np.linalg.norm(good[closest] - good[0]) > 19
 
 
 def test_old_torch_integer_division_and_the_precedence_slip():

@@ -91,6 +91,82 @@ def test_distance_is_not_proportional_to_the_offset():
     assert np.sum(np.diff(dist) < 0) > 100   # it goes down as often as it rises
 
 
+@settings(max_examples=8, deadline=None)
+@given(st.integers(32, 512).map(lambda h: 2 * h), st.floats(1000.0, 20_000.0))
+def test_distance_follows_the_sqrt_log_law_then_hovers_around_sqrt_d(d, base):
+    """Page: grows like sqrt(d ln k / ln base), then hovers around sqrt(d)."""
+    k = np.arange(10, int(base / 10) + 1)
+    ratio = offset_distance(k, d, base) / np.sqrt(d * np.log(k) / np.log(base))
+    assert np.all((0.8 < ratio) & (ratio < 1.2))           # within 20 % for 10 <= k <= base/10
+    far = np.arange(int(10 * base) + 1, int(10 * base) + 50_001)
+    far_dist = offset_distance(far, d, base)
+    assert abs(far_dist.mean() / np.sqrt(d) - 1) < 0.02      # mean within 2 % of sqrt(d)
+
+
+def test_distance_law_in_the_pages_setting():
+    d, base = 512, 10_000.0
+    k = np.arange(1, 100_001)
+    dist = offset_distance(k, d)
+    middle = (k >= 10) & (k <= base / 10)
+    ratio = dist[middle] / np.sqrt(d * np.log(k[middle]) / np.log(base))
+    assert 1.0 < ratio.min() and ratio.max() < 1.15
+    assert abs(dist[k > base].mean() / np.sqrt(d) - 1) < 0.01
+
+
+# -- note 003: the difference vector and the size of the encoding --------------------------
+
+
+@SETTINGS
+@given(EVEN_D, BASES, st.integers(0, 3000), st.integers(1, 3000), st.integers(1, 300))
+def test_difference_vector_turns_with_the_position_its_length_does_not(d, base, j, m, k):
+    pe = sinusoidal_encoding(j + m + k + 1, d, base)
+    first = pe[j + k] - pe[j]
+    moved = pe[j + m + k] - pe[j + m]
+    np.testing.assert_allclose(moved, shift_matrix(m, d, base) @ first, atol=1e-9)
+    assert np.linalg.norm(moved) == pytest.approx(np.linalg.norm(first), abs=1e-9)
+
+
+def test_difference_vector_is_not_a_function_of_the_offset():
+    pe = sinusoidal_encoding(1011, 512)
+    early, late = pe[10] - pe[0], pe[1010] - pe[1000]
+    assert abs(np.linalg.norm(early) - np.linalg.norm(late)) < 1e-12
+    assert np.linalg.norm(early - late) > 0.5 * np.linalg.norm(early)   # page: ~1.4 x
+    cos = early @ late / (np.linalg.norm(early) * np.linalg.norm(late))
+    assert abs(cos) < 0.1                                  # nearly orthogonal
+
+
+@SETTINGS
+@given(EVEN_D, BASES, st.integers(0, 10**6))
+def test_encoding_norm_is_sqrt_half_d(d, base, p):
+    from posenc.sinusoidal import _sinusoid_rows
+
+    far = _sinusoid_rows(np.array([p]), d, base)[0]
+    near = sinusoidal_encoding(50, d, base)
+    assert np.linalg.norm(far) == pytest.approx(np.sqrt(d / 2), rel=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(near, axis=1), np.sqrt(d / 2), rtol=1e-12)
+
+
+def test_encoding_is_as_long_as_a_default_initialised_token():
+    """Note 003: values in [-1, 1] cannot distort the embedding -- unproven."""
+    d = 512
+    tokens = np.random.default_rng(0).normal(size=(1000, d))
+    summed = tokens + sinusoidal_encoding(1000, d)
+    norms = np.linalg.norm(tokens, axis=1)
+    ratio = np.sqrt(d / 2) / np.median(norms)
+    assert 0.65 < ratio < 0.75                             # ~ 1/sqrt(2)
+    cos = np.sum(tokens * summed, axis=1) / (norms * np.linalg.norm(summed, axis=1))
+    assert np.degrees(np.arccos(cos)).mean() > 30          # the sum points well away
+
+
+def test_low_precision_formats_lose_positions_at_2049_and_257():
+    import torch
+
+    whole = torch.arange(4096)
+    for dtype, first in ((torch.float16, 2049), (torch.bfloat16, 257)):
+        wrong = torch.nonzero(whole.to(dtype).double() != whole.double())
+        assert int(wrong[0, 0]) == first
+
+
 # -- uniqueness and the "512 limit" --------------------------------------------------
 
 
@@ -102,11 +178,18 @@ def test_position_513_is_far_from_position_1():
     assert d_0_512 > 0.8 * np.sqrt(d)
 
 
-def test_no_far_position_comes_closer_than_a_neighbour_for_realistic_widths():
-    for d in (32, 64, 512):
-        s = collision_summary(100_000, d)
-        assert s.first_closer_offset is None
-        assert s.closest_offset == 2
+@pytest.mark.parametrize("base", [100.0, 10_000.0])
+@pytest.mark.parametrize("d", [32, 64, 128, 512])
+def test_no_far_position_comes_closer_than_a_neighbour_for_realistic_widths(d, base):
+    # every row of the page's table from its "safe width" 32 up
+    s = collision_summary(100_000, d, base)
+    assert s.first_closer_offset is None
+    assert s.closest_offset == 2
+
+
+def test_sixteen_is_not_yet_a_safe_width():
+    # so the page's glued "from d = 32 up" is the smallest width of its table that is clean
+    assert {collision_summary(100_000, 16, b).closest_offset for b in (100.0, 10_000.0)} != {2}
 
 
 def test_tiny_widths_have_near_collisions():
