@@ -13,6 +13,7 @@ Examples
 """
 
 from ._validation import LAYOUTS
+from .alibi import alibi_bias, alibi_slopes
 from .attention import SelfAttention, scaled_dot_product_attention, softmax, token_embeddings
 from .decay import rope_decay_bound
 from .layouts import invert_permutation, layout_permutation
@@ -51,6 +52,9 @@ __all__ = [
     "scaled_dot_product_attention",
     "SelfAttention",
     "token_embeddings",
+    # ALiBi
+    "alibi_slopes",
+    "alibi_bias",
     # analysis
     "dot_products_by_offset",
     "sinusoidal_dot_product",

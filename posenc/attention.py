@@ -53,8 +53,8 @@ def softmax(scores, axis=-1):
     return e / e.sum(axis=axis, keepdims=True)
 
 
-def scaled_dot_product_attention(q, k, v, mask=None):
-    """``softmax(q k^T / sqrt(d_k)) v``, returning the outputs and the weights.
+def scaled_dot_product_attention(q, k, v, mask=None, *, causal=False, bias=None):
+    """``softmax(q k^T / sqrt(d_k) + bias) v``, returning the outputs and the weights.
 
     Parameters
     ----------
@@ -67,6 +67,15 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     mask : array_like of bool, optional
         Broadcastable to ``(..., n, m)``; ``True`` where query ``i`` may attend to key
         ``j``.  Every query must be allowed at least one key.
+    causal : bool, keyword-only, default False
+        If ``True``, query ``i`` may attend only to keys ``j <= i`` (the causal mask of
+        decoder models; combined with ``mask`` if both are given).  Needs as many
+        queries as keys (``n == m``).  The mask depends on the row order, so with
+        ``causal=True`` attention is no longer permutation equivariant.
+    bias : array_like of float, optional
+        Broadcastable to ``(..., n, m)``; added to the scaled scores before the softmax
+        (an additive position bias such as :func:`posenc.alibi_bias`).  ``-inf`` entries
+        act as a mask; ``nan`` and ``+inf`` are not allowed.
 
     Returns
     -------
@@ -77,8 +86,12 @@ def scaled_dot_product_attention(q, k, v, mask=None):
 
     Raises
     ------
+    TypeError
+        If ``causal`` is not a bool.
     ValueError
-        If the shapes do not match, or a mask row allows no key.
+        If the shapes do not match, ``causal=True`` with ``n != m``, ``bias`` holds
+        ``nan`` or ``+inf``, or a query is left with no key (by ``mask``, ``causal`` and
+        ``-inf`` bias entries together).
 
     Examples
     --------
@@ -89,6 +102,20 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     array([[0.6698, 0.3302]])
     >>> out.round(4)
     array([[0.6698]])
+
+    With ``causal=True`` the first query sees only the first key:
+
+    >>> x = np.eye(3)
+    >>> _, w = scaled_dot_product_attention(x, x, x, causal=True)
+    >>> bool(np.all(w[np.triu_indices(3, 1)] == 0)), float(w[0, 0])
+    (True, 1.0)
+
+    A bias of ``log 2`` on one key doubles its weight relative to an equal score:
+
+    >>> _, w = scaled_dot_product_attention(np.zeros((1, 2)), np.zeros((2, 2)), np.eye(2),
+    ...                                     bias=[[np.log(2.0), 0.0]])
+    >>> w.round(4)
+    array([[0.6667, 0.3333]])
     """
     q = np.asarray(q, dtype=np.float64)
     k = np.asarray(k, dtype=np.float64)
@@ -103,18 +130,44 @@ def scaled_dot_product_attention(q, k, v, mask=None):
         raise ValueError(
             f"k and v must have the same number of tokens, got {k.shape[-2]} and {v.shape[-2]}"
         )
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"causal must be True or False, got {type(causal).__name__} {causal!r}")
+    if causal and q.shape[-2] != k.shape[-2]:
+        raise ValueError(
+            f"causal=True needs as many queries as keys, got {q.shape[-2]} queries and "
+            f"{k.shape[-2]} keys"
+        )
     scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])  # (..., n, m)
+    if bias is not None:
+        b = np.asarray(bias, dtype=np.float64)
+        try:
+            b = np.broadcast_to(b, scores.shape)
+        except ValueError:
+            raise ValueError(
+                f"bias must broadcast to the score shape {scores.shape}, got {b.shape}"
+            ) from None
+        if np.any(np.isnan(b)) or np.any(b == np.inf):
+            raise ValueError("bias must not contain nan or +inf (-inf masks a key)")
+        scores = scores + b
+    allowed = None
     if mask is not None:
         m = np.asarray(mask, dtype=bool)
         try:
-            m = np.broadcast_to(m, scores.shape)
+            allowed = np.broadcast_to(m, scores.shape)
         except ValueError:
             raise ValueError(
                 f"mask must broadcast to the score shape {scores.shape}, got {m.shape}"
             ) from None
-        if not np.all(m.any(axis=-1)):
+        if not np.all(allowed.any(axis=-1)):
             raise ValueError("mask must allow every query at least one key")
-        scores = np.where(m, scores, -np.inf)
+    if causal:
+        n = scores.shape[-1]
+        lower = np.tril(np.ones((n, n), dtype=bool))  # key j <= query i
+        allowed = lower if allowed is None else allowed & lower
+    if allowed is not None:
+        scores = np.where(allowed, scores, -np.inf)
+    if scores.size and not np.all((scores != -np.inf).any(axis=-1)):
+        raise ValueError("mask, causal and bias together must leave every query at least one key")
     weights = softmax(scores, axis=-1)
     return weights @ v, weights
 
@@ -171,7 +224,7 @@ class SelfAttention:
             f"seed={self.seed})"
         )
 
-    def __call__(self, x, mask=None):
+    def __call__(self, x, mask=None, *, causal=False):
         """Attend over the rows of ``x``.
 
         Parameters
@@ -180,6 +233,9 @@ class SelfAttention:
             Shape ``(..., n_tokens, d_model)``.
         mask : array_like of bool, optional
             As in :func:`scaled_dot_product_attention`.
+        causal : bool, keyword-only, default False
+            As in :func:`scaled_dot_product_attention`: token ``i`` attends only to
+            tokens ``j <= i``.
 
         Returns
         -------
@@ -190,6 +246,8 @@ class SelfAttention:
 
         Raises
         ------
+        TypeError
+            If ``causal`` is not a bool.
         ValueError
             If the last dimension of ``x`` is not ``d_model`` or ``x`` has fewer than 2
             dimensions.
@@ -199,7 +257,8 @@ class SelfAttention:
             raise ValueError(
                 f"x must have shape (..., n_tokens, d_model={self.d_model}), got {x.shape}"
             )
-        return scaled_dot_product_attention(x @ self.w_q, x @ self.w_k, x @ self.w_v, mask)
+        return scaled_dot_product_attention(x @ self.w_q, x @ self.w_k, x @ self.w_v, mask,
+                                            causal=causal)
 
 
 def token_embeddings(tokens, d_model, *, seed=0):

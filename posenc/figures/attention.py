@@ -1,13 +1,14 @@
-"""Figures of the chapter *why-position*: attention ignores order; where PE enters."""
+"""Figures of the chapter *why-position*: attention ignores order; where PE enters; ALiBi."""
 
 from __future__ import annotations
 
+import matplotlib
 import numpy as np
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 from ._style import add_labels, label, new_figure
 
-__all__ = ["permuted_attention_outputs", "encoding_pipeline"]
+__all__ = ["permuted_attention_outputs", "encoding_pipeline", "alibi_bias_figure"]
 
 add_labels({
     "attn_output_feature": {"en": "output feature", "zh": "输出特征"},
@@ -24,6 +25,15 @@ add_labels({
     "pipe_dropout": {"en": "dropout", "zh": "dropout"},
     "pipe_block": {"en": "Transformer\nblock 1", "zh": "Transformer\n第 1 层"},
     "pipe_more": {"en": "blocks 2 … N", "zh": "第 2 … N 层"},
+    "alibi_matrix_title": {"en": "head 1 ($m_1$ = {m:g}): bias by query and key",
+                           "zh": "第 1 个头（$m_1$ = {m:g}）：各查询与键的偏置"},
+    "alibi_query": {"en": "query position $i$", "zh": "查询位置 $i$"},
+    "alibi_key": {"en": "key position $j$", "zh": "键位置 $j$"},
+    "alibi_bias": {"en": "bias", "zh": "偏置"},
+    "alibi_distance": {"en": "distance $i - j$", "zh": "距离 $i - j$"},
+    "alibi_lines_title": {"en": "all {n} heads: bias $-m_h\\,(i - j)$",
+                          "zh": "全部 {n} 个头：偏置 $-m_h\\,(i - j)$"},
+    "alibi_head": {"en": "head {h}: $m$ = {m:.3g}", "zh": "第 {h} 个头：$m$ = {m:.3g}"},
 })
 
 
@@ -139,4 +149,63 @@ def encoding_pipeline():
     _arrow(ax, (11.95, y), (12.6, y))
     ax.text(12.65, y, label("pipe_more"), ha="left", va="center", fontsize=9, color="0.3")
     ax.set_title(label("pipe_title"))
+    return fig
+
+
+def alibi_bias_figure(n_positions=12, n_heads=8):
+    """ALiBi: the causal bias matrix of head 1, and the bias against distance for every head.
+
+    Left, ``posenc.alibi_bias(n_positions, n_heads)[0]`` as a heatmap (the future keys,
+    ``-inf``, left blank): every diagonal is constant, because the bias depends on the
+    positions only through ``i - j``.  Right, the bias ``-m_h (i - j)`` against the
+    distance ``i - j`` for every head: straight lines with the geometric slopes of
+    :func:`posenc.alibi_slopes`.
+
+    Parameters
+    ----------
+    n_positions : int, default 12
+        Sequence length, ``>= 2``.
+    n_heads : int, default 8
+        Number of heads, ``>= 1``.
+
+    Returns
+    -------
+    BookFigure
+
+    Raises
+    ------
+    TypeError
+        If an argument is not an integer.
+    ValueError
+        If ``n_positions < 2`` or ``n_heads < 1``.
+
+    Examples
+    --------
+    >>> fig = alibi_bias_figure(6, 4)
+    >>> len(fig.axes[1].get_lines())       # one line per head, and the zero line
+    5
+    """
+    from .._validation import check_count
+    from ..alibi import alibi_bias, alibi_slopes
+
+    n = check_count(n_positions, "n_positions", minimum=2)
+    slopes = alibi_slopes(n_heads)
+    bias = alibi_bias(n, len(slopes))
+    fig, (ax_m, ax_l) = new_figure(1, 2, figsize=(9.0, 3.6), gridspec_kw={"width_ratios": [1, 1.15]})
+    head = np.where(np.isfinite(bias[0]), bias[0], np.nan)
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="white")  # 0 bright, future blank
+    im = ax_m.imshow(head, cmap=cmap, interpolation="nearest", vmax=0.0)
+    ax_m.set(xlabel=label("alibi_key"), ylabel=label("alibi_query"),
+             title=label("alibi_matrix_title").format(m=float(slopes[0])))
+    fig.colorbar(im, ax=ax_m, shrink=0.9, label=label("alibi_bias"))
+    distance = np.arange(n)
+    colors = matplotlib.colormaps["viridis"](np.linspace(0.0, 0.9, len(slopes)))
+    for h, (m, color) in enumerate(zip(slopes, colors), start=1):
+        ax_l.plot(distance, -m * distance, marker=".", color=color,
+                  label=label("alibi_head").format(h=h, m=float(m)))
+    ax_l.axhline(0.0, color="0.6", lw=0.8)
+    ax_l.set(xlabel=label("alibi_distance"), ylabel=label("alibi_bias"),
+             title=label("alibi_lines_title").format(n=len(slopes)))
+    ax_l.legend(fontsize=7, loc="lower left", ncol=2 if len(slopes) > 4 else 1)
+    fig.get_layout_engine().set(wspace=0.12)
     return fig
