@@ -458,8 +458,6 @@ def _rotate_lowp_blocked(x, tables, r, layout):
 
 
 def _apply_rope_torch(x, pos, base, layout, rotary_dim):
-    import torch
-
     if not x.is_floating_point():
         raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
     _check_x_shape(tuple(x.shape))

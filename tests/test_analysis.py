@@ -92,7 +92,7 @@ def test_decay_bound_against_loop():
     theta = posenc.inverse_frequencies(d)
     total = 0.0
     for j in range(1, d // 2 + 1):
-        total += abs(sum(np.exp(1j * r * theta[l]) for l in range(j)))
+        total += abs(sum(np.exp(1j * r * theta[i]) for i in range(j)))
     assert posenc.rope_decay_bound(r, d) == pytest.approx(total / (d / 2))
 
 

@@ -31,7 +31,7 @@ __all__ = list(_style.__all__)
 
 def _export_submodules():
     owner = {name: "_style" for name in __all__}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):  # noqa: F405
         if info.name.startswith("_"):
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
