@@ -261,6 +261,32 @@ def test_binary_neighbours_can_differ_in_every_bit():
     np.testing.assert_allclose(steps, np.sqrt(trailing_ones + 1))
 
 
+@given(bits=st.integers(1, 10))
+def test_rows_read_backwards_are_numerals_and_the_low_bits_flip_fastest(bits):
+    """Column 0 is the least significant bit, so a row read right to left is p in binary
+    (left to right it is the numeral reversed). Column j flips every 2**j steps: the low
+    bits are the fast ones, not the slow ones as seed 001 says."""
+    n = 2 ** (bits + 1)                      # two rounds of the counter
+    codes = posenc.binary_encoding(n, bits).astype(int)
+    numerals = ["".join(map(str, row[::-1])) for row in codes]
+    assert numerals == [format(p % 2 ** bits, f"0{bits}b") for p in range(n)]
+    changes = np.diff(codes, axis=0) != 0
+    every = [np.unique(np.diff(np.flatnonzero(changes[:, j]))).tolist() for j in range(bits)]
+    assert every == [[2 ** j] for j in range(bits)]
+    flips_per_column = changes.sum(axis=0)
+    assert np.all(np.diff(flips_per_column) < 0)       # fewer flips towards the high bits
+
+
+def test_page_row_5_is_0101_backwards_and_the_flip_periods():
+    bits = posenc.binary_encoding(32, 4).astype(int)
+    assert bits[5].tolist() == [1, 0, 1, 0]
+    assert "".join(map(str, bits[5][::-1])) == "0101" == format(5, "04b")
+    assert "".join(map(str, bits[5])) != format(5, "04b")    # left to right: reversed
+    changes = np.diff(bits, axis=0) != 0
+    every = [np.unique(np.diff(np.flatnonzero(changes[:, j]))).tolist() for j in range(4)]
+    assert every == [[1], [2], [4], [8]]
+
+
 @given(bits=st.integers(1, 12))
 def test_each_bit_is_the_sign_of_a_sine_of_the_same_period(bits):
     n = 2 ** bits

@@ -32,6 +32,7 @@ FIGURES = {
     "sinusoid_waveforms": lambda: pf.sinusoid_waveforms(),
     "wavelength_spectrum": lambda: pf.wavelength_spectrum(),
     "dot_product_by_offset_figure": lambda: pf.dot_product_by_offset_figure(),
+    "row_across_columns_figure": lambda: pf.row_across_columns_figure(),
     "permuted_attention_outputs": _attention_figure,
     "encoding_pipeline": lambda: pf.encoding_pipeline(),
 }

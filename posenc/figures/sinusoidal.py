@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._validation import _is_integer, check_base, check_d_model
 from ..similarity import dot_products_by_offset
 from ..sinusoidal import sinusoidal_encoding, wavelengths
 from ._style import add_labels, label, new_figure
 
 __all__ = ["sinusoid_heatmap", "sinusoid_waveforms", "wavelength_spectrum",
-           "dot_product_by_offset_figure"]
+           "dot_product_by_offset_figure", "row_across_columns_figure"]
 
 add_labels({
     "heatmap_title": {"en": "sinusoidal encoding, $d = {d}$", "zh": "正弦位置编码，$d = {d}$"},
@@ -29,6 +30,11 @@ add_labels({
     "dot_title": {"en": "dot product depends only on the offset",
                   "zh": "点积只取决于偏移"},
     "from_p": {"en": "$p = {p}$", "zh": "$p = {p}$"},
+    "row_title": {"en": "one row against the column index, $d = {d}$",
+                  "zh": "一行编码随列号的变化，$d = {d}$"},
+    "row_position": {"en": "position $p = {p}$", "zh": "位置 $p = {p}$"},
+    "row_sines": {"en": "sine columns $2i$", "zh": "正弦列 $2i$"},
+    "row_cosines": {"en": "cosine columns $2i+1$", "zh": "余弦列 $2i+1$"},
 })
 
 
@@ -170,4 +176,74 @@ def dot_product_by_offset_figure(d_model=64, n_offsets=200, positions=(0, 100, 3
                 ls=styles[n % 4], lw=2.2 - 0.5 * (n % 3), label=label("from_p").format(p=p))
     ax.set(xlabel=label("offset"), ylabel=label("dot_product"), title=label("dot_title"))
     ax.legend(frameon=False)
+    return fig
+
+
+def row_across_columns_figure(positions=(0, 4, 12, 40), d_model=512, base=10000.0):
+    """Rows ``PE(p, .)`` drawn against the column index, one panel per position.
+
+    A row is not a sine wave of the column index: along the row the angle ``p * omega_i``
+    falls geometrically with the pair index ``i``, so the sine columns oscillate quickly
+    on the left and ever more slowly to the right (a chirp), and end near 0 where the
+    cosine columns end near 1.  Row 0 is flat: every sine is 0 and every cosine is 1.
+
+    Parameters
+    ----------
+    positions : sequence of int, default (0, 4, 12, 40)
+        One to six positions ``>= 0``, one panel each.
+    d_model : int, default 512
+        Even.
+    base : float, default 10000.0
+        Finite and ``> 1``.
+
+    Returns
+    -------
+    BookFigure
+
+    Raises
+    ------
+    TypeError
+        If a position is not an integer.
+    ValueError
+        If ``positions`` is empty, has more than six entries or a negative one, or if
+        ``d_model`` or ``base`` is invalid.
+
+    Examples
+    --------
+    Row 0 is flat: every sine is 0, every cosine 1.
+
+    >>> fig = row_across_columns_figure((0, 12), 64)
+    >>> len(fig.axes)
+    2
+    >>> sines, cosines = fig.axes[0].lines[:2]
+    >>> float(abs(sines.get_ydata()).max()), float(cosines.get_ydata().min())
+    (0.0, 1.0)
+    """
+    ps = list(positions)
+    if not 1 <= len(ps) <= 6:
+        raise ValueError(f"positions must have 1 to 6 entries, got {len(ps)}")
+    if not all(_is_integer(p) for p in ps):
+        raise TypeError(f"positions must be integers, got {ps!r}")
+    ps = [int(p) for p in ps]
+    if min(ps) < 0:
+        raise ValueError(f"positions must be >= 0, got {ps}")
+    d = check_d_model(d_model, even=True)
+    b = check_base(base)
+    pe = sinusoidal_encoding(max(ps) + 1, d, b)
+    j = np.arange(d)
+    ncols = min(len(ps), 2)
+    nrows = -(-len(ps) // ncols)
+    fig, axes = new_figure(nrows, ncols, figsize=(6.4, 0.5 + 2.3 * nrows), squeeze=False)
+    flat = axes.ravel()
+    for ax in flat[len(ps):]:
+        fig.delaxes(ax)
+    for ax, p in zip(flat, ps):
+        ax.plot(j[0::2], pe[p, 0::2], color="C0", lw=1.3, label=label("row_sines"))
+        ax.plot(j[1::2], pe[p, 1::2], color="C1", lw=0.9, ls="--", label=label("row_cosines"))
+        ax.axhline(0.0, color="0.75", lw=0.6, zorder=0)
+        ax.set(xlim=(0, d - 1), ylim=(-1.2, 1.45), xlabel=label("dimension"),
+               ylabel=label("value"))
+        ax.set_title(label("row_position").format(p=p), fontsize=10)
+    flat[0].legend(loc="upper right", ncols=2, frameon=False, fontsize=7)
+    fig.suptitle(label("row_title").format(d=d), fontsize=10)
     return fig
