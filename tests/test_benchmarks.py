@@ -344,8 +344,7 @@ def test_bench_pages_reject_bad_arguments(results):
         bench_pages.bench_rope_table(results, "fp64_1")
     with pytest.raises(ValueError, match="case_ids"):
         bench_pages.bench_ratio_figure(results, [])
-    with pytest.raises(ValueError, match="build"):
-        bench_pages.bench_build_table({**results, "build": None})
+    assert "nox -s bench" in bench_pages.bench_build_table({**results, "build": None})
     with pytest.raises(ValueError, match="first-call"):
         bench_pages.bench_cold_table(results, "fp32_16384")
     with pytest.raises(ValueError, match="results"):
