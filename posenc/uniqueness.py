@@ -6,9 +6,11 @@ one identity: pair :math:`i` of :math:`\mathrm{PE}(p)` is the point
 
 .. math::
 
-   \mathrm{PE}(p)\cdot\mathrm{PE}(p+k) = \sum_i \cos k\omega_i, \qquad
+   \begin{aligned}
+   \mathrm{PE}(p)\cdot\mathrm{PE}(p+k) &= \sum_i \cos k\omega_i, \\
    \lVert \mathrm{PE}(p) - \mathrm{PE}(p+k) \rVert
-   = 2\Big(\sum_i \sin^2 \tfrac{k\omega_i}{2}\Big)^{1/2},
+   &= 2\Big(\sum_i \sin^2 \tfrac{k\omega_i}{2}\Big)^{1/2},
+   \end{aligned}
 
 both functions of the offset :math:`k` alone
 (:func:`posenc.similarity.sinusoidal_dot_product`, :func:`offset_distance`).  The closest pair among :math:`n` positions is therefore
@@ -409,11 +411,14 @@ def stationary_score(w_q, w_k, offsets, base=10000.0):
 
     .. math::
 
-       \mathrm{PE}(p)^\top (\alpha_i I + \beta_i J)\,\mathrm{PE}(p+k) \text{ summed over } i
-       = \underbrace{\sum_i \alpha_i\cos k\omega_i}_{\text{even in } k}
+       \begin{aligned}
+       &\sum_i \mathrm{PE}_i(p)^\top (\alpha_i I + \beta_i J)\,\mathrm{PE}_i(p+k) \\
+       &\quad= \underbrace{\sum_i \alpha_i\cos k\omega_i}_{\text{even in } k}
        + \underbrace{\sum_i \beta_i\sin k\omega_i}_{\text{odd in } k}
+       \end{aligned}
 
-    for every ``p``.  The rest averages to zero over ``p`` (over spans long compared
+    for every ``p`` (:math:`\mathrm{PE}_i(p)` is pair :math:`i` of :math:`\mathrm{PE}(p)`).
+    The rest averages to zero over ``p`` (over spans long compared
     with every wavelength), so this is also the ``p``-average of the full score.  The
     odd part is what lets a learned projection tell "before" from "after"; the
     identity projection has none.

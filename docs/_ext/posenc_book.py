@@ -103,17 +103,45 @@ _VERBATIM = (nodes.literal, nodes.literal_block, nodes.math, nodes.math_block, n
 def join_cjk_lines(doctree: nodes.Node) -> int:
     """Remove line breaks between two CJK characters in the text of ``doctree``.
 
-    Code, math and raw content are left alone.  Returns how many breaks were removed.
+    MyST turns a soft line break into a text node of its own (``"\\n"``), so the
+    characters on either side may sit in the neighbouring nodes (text, emphasis, a
+    link); code and math next to a break keep their space, and code, math and raw
+    content themselves are left alone.  Returns how many breaks were removed.
     """
     removed = 0
     for text in list(doctree.findall(nodes.Text)):
         if "\n" not in text or any(isinstance(a, _VERBATIM) for a in _ancestors(text)):
             continue
-        new, n = _CJK_BREAK.subn("", str(text))
-        if n:
-            text.parent.replace(text, nodes.Text(new))
-            removed += n
+        parent = text.parent
+        # By identity: Text nodes are strings and compare equal by value, so
+        # parent.index() would find the first "\n" of the paragraph, not this one.
+        i = next(k for k, child in enumerate(parent.children) if child is text)
+        before = _edge_text(parent[i - 1], last=True) if i > 0 else ""
+        after = _edge_text(parent[i + 1], last=False) if i + 1 < len(parent) else ""
+        new, n = _CJK_BREAK.subn("", before + str(text) + after)
+        if not n:
+            continue
+        new = new[len(before): len(new) - len(after)]
+        if new:
+            parent.children[i] = nodes.Text(new)
+            parent.children[i].parent = parent
+        else:
+            del parent.children[i]
+        removed += n
     return removed
+
+
+def _edge_text(node: nodes.Node, last: bool) -> str:
+    """The character of ``node`` next to a neighbouring break ("" for code or math)."""
+    if isinstance(node, _VERBATIM) or (isinstance(node, nodes.Element)
+                                       and any(True for _ in node.findall(_verbatim_node))):
+        return ""
+    text = node.astext()
+    return text[-1:] if last else text[:1]
+
+
+def _verbatim_node(node: nodes.Node) -> bool:
+    return isinstance(node, _VERBATIM)
 
 
 def _ancestors(node: nodes.Node):
