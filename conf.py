@@ -132,6 +132,9 @@ napoleon_use_rtype = False
 # dataclass as members already, and two descriptions of one name are a warning.
 napoleon_use_ivar = True
 doctest_global_setup = "import numpy as np\nimport posenc"
+# Only the pages' {doctest} examples: the docstring Examples that the API page shows run
+# under pytest --doctest-modules, in their modules' namespaces.
+doctest_test_doctest_blocks = ""
 
 # -- HTML --------------------------------------------------------------------------
 html_theme = "sphinx_book_theme"
