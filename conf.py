@@ -101,9 +101,13 @@ nb_execution_show_tb = True
 nb_execution_timeout = 600
 nb_output_stderr = "warn"  # anything a cell writes to stderr is a warning, so an error
 nb_merge_streams = True
+# Markdown outputs (the benchmark tables) are GitHub-flavoured: CommonMark has no tables.
+nb_render_markdown_format = "gfm"
 # nb_execution_cache_path is set by posenc_book from a hash of the posenc sources, so a
 # change to the library can never be served stale outputs from the cache.
-posenc_watch_paths = [str(ROOT / "posenc")]
+# The committed benchmark results are data the pages read: a new results file must
+# re-execute the pages too (jupyter-cache alone keys on the code cells).
+posenc_watch_paths = [str(ROOT / "posenc"), str(ROOT / "benchmarks" / "results.json")]
 # POSENC_BUILD_DIR lets parallel builds (previews, tests) keep separate caches.
 BUILD_DIR = Path(os.environ.get("POSENC_BUILD_DIR", ROOT / "_build"))
 posenc_cache_root = str(BUILD_DIR / ".jupyter_cache" / BOOK_LANG)

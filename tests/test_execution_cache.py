@@ -105,3 +105,25 @@ def test_without_the_source_hash_the_stale_output_would_survive(tmp_path):
     """The control: plain jupyter-cache keys on the page's code, so it serves 41 again."""
     (_, _), (_, _), (edited, _) = _three_builds(tmp_path, False)
     assert "ANSWER 41" in edited
+
+
+def test_source_hash_follows_watched_files_and_library_sources(tmp_path):
+    """A watched data file (the benchmark results) moves the cache key like a .py file."""
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    from posenc_book import source_hash
+
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "mod.py").write_text("x = 1\n")
+    (lib / "notes.txt").write_text("not code\n")
+    data = tmp_path / "results.json"
+    data.write_text('{"a": 1}\n')
+    key = source_hash([str(lib), str(data)])
+    (lib / "notes.txt").write_text("changed, but not a .py file under a folder\n")
+    assert source_hash([str(lib), str(data)]) == key
+    data.write_text('{"a": 2}\n')
+    moved = source_hash([str(lib), str(data)])
+    assert moved != key
+    (lib / "mod.py").write_text("x = 2\n")
+    assert source_hash([str(lib), str(data)]) != moved
+    assert "results.json" in (ROOT / "conf.py").read_text()  # the book watches its results

@@ -5,7 +5,8 @@ What it does, each piece small:
 * **Fresh execution cache.**  MyST-NB's jupyter-cache keys a notebook on its code cells
   only, so a change inside ``posenc`` would otherwise be served the old outputs.  The
   cache folder is named after a hash of every file under ``posenc_watch_paths``; a
-  changed library gets an empty cache.  Sphinx's own environment would also skip
+  changed library (or a changed data file the pages read, such as the benchmark
+  results) gets an empty cache.  Sphinx's own environment would also skip
   unchanged pages, so when the hash moves every notebook page is marked outdated.
 * **Language switch and hreflang.**  Every page links to the same page in the other
   language and carries ``<link rel="alternate" hreflang>`` for both.
@@ -38,7 +39,11 @@ HREFLANG = {"en": "en", "zh": "zh-CN"}
 
 
 def source_hash(paths: list[str]) -> str:
-    """Hash of the contents (and relative names) of every ``.py`` file under ``paths``."""
+    """Hash of the contents (and relative names) of every ``.py`` file under ``paths``.
+
+    A path that is a file (such as ``benchmarks/results.json``, which pages read) is
+    hashed itself, whatever its suffix.
+    """
     digest = hashlib.sha256()
     for root in sorted(Path(p) for p in paths):
         files = [root] if root.is_file() else sorted(root.rglob("*.py"))
