@@ -193,6 +193,10 @@ INSPECT_JS = r"""
     .filter(el => el.scrollWidth > el.clientWidth + 2)
     .map(el => (el.closest(".math")?.id || "") + " " +
                (el.querySelector("mjx-assistive-mml")?.textContent || "").trim().slice(0, 50));
+  // Tables the pages compute, wider than the text column.
+  out.wideTables = [...document.querySelectorAll("article .cell_output table")]
+    .filter(t => t.scrollWidth > t.parentElement.clientWidth + 2)
+    .map(t => (t.querySelector("th")?.textContent || "").trim().slice(0, 40));
   out.codeBlocks = document.querySelectorAll("article div.highlight pre").length;
   out.copyButtons = document.querySelectorAll("article button.copybtn").length;
   out.lang = document.documentElement.lang;
@@ -346,6 +350,8 @@ def check_page(context, base: str, lang: str, name: str, shots: Path | None = No
             problems.append(f"unrendered math: {seen['unrendered'][:3]}")
         if seen["wideMath"]:
             problems.append(f"display math wider than the text column: {seen['wideMath'][:3]}")
+        if seen["wideTables"]:
+            problems.append(f"computed table wider than the text column: {seen['wideTables'][:3]}")
         if seen["rawMath"]:
             problems.append(f"raw TeX in the text: {seen['rawMath'][:3]}")
         # Images loaded, with real alt text.
