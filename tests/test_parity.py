@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import unicodedata
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from book_parity import compare_pages, compare_trees, parse_page, strip_comments
+from book_parity import (
+    DIRECTIVE,
+    FENCE,
+    _split_options,
+    compare_pages,
+    compare_trees,
+    parse_page,
+    strip_comments,
+)
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 PAGES = sorted(p.relative_to(DOCS / "en").as_posix() for p in (DOCS / "en").rglob("*.md"))
@@ -38,6 +48,93 @@ def test_every_executable_page_sets_its_language(page):
         if parsed.code_cells:
             assert parsed.setup_cells == 1, f"docs/{lang}/{page}: needs one language setup cell"
             assert f'set_language("{lang}")' in text, f"docs/{lang}/{page}: wrong language"
+
+
+
+# -- Code cells fit the page's code column without horizontal scrolling. --------------
+
+CODE_COLUMNS = 79
+NOT_PROSE = {"code-cell", "math", "doctest", "testcode", "testoutput", "code-block",
+             "code", "raw"}
+
+
+def display_width(line: str) -> int:
+    """Columns a line takes in a monospace font: wide and full-width characters take 2."""
+    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in line)
+
+
+def code_cell_lines(text: str, first_line: int = 1) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` for every line of every code cell, options left out.
+
+    Fences are read as :func:`book_parity.parse_page` reads them, and code cells nested
+    in an admonition or another directive are found too.
+    """
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        fence = FENCE.match(lines[i].strip())
+        if not fence:
+            i += 1
+            continue
+        marker = fence["fence"]
+        start = i + 1
+        i = start
+        while i < len(lines) and not (
+            lines[i].strip().startswith(marker[0] * len(marker))
+            and set(lines[i].strip()) == {marker[0]}
+        ):
+            i += 1
+        body = lines[start:i]
+        i += 1
+        directive = DIRECTIVE.match(fence["info"].strip())
+        if not directive:
+            continue
+        name = directive["name"].strip()
+        if name == "code-cell":
+            content = _split_options(body)[1]
+            skipped = len(body) - len(content)
+            for n, line in enumerate(content, start=first_line + start + skipped):
+                yield n, line
+        elif name not in NOT_PROSE:
+            yield from code_cell_lines("\n".join(body), first_line + start)
+
+
+def too_wide_code_lines(path: str, text: str) -> list[str]:
+    """One message per code-cell line wider than :data:`CODE_COLUMNS`."""
+    return [
+        f"{path}:{n}: {display_width(line)} columns > {CODE_COLUMNS}: {line}"
+        for n, line in code_cell_lines(text)
+        if display_width(line) > CODE_COLUMNS
+    ]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_code_cell_lines_fit_in_79_columns(page):
+    """The book shows code in a column about 80 characters wide; longer lines scroll."""
+    problems = []
+    for lang in ("en", "zh"):
+        text = (DOCS / lang / page).read_text(encoding="utf-8")
+        problems += too_wide_code_lines(f"docs/{lang}/{page}", text)
+    assert not problems, "\n".join(problems)
+
+
+def test_width_check_counts_wide_characters_twice_and_names_the_line():
+    ok_ascii = "x = 1  # " + "a" * (CODE_COLUMNS - 9)
+    ok_cjk = "x = 1  # " + "中" * 35  # 9 + 70 = 79 columns
+    wide_cjk = "x = 1  # " + "中" * 35 + "。"  # full-width full stop: 81 columns
+    assert display_width(ok_ascii) == display_width(ok_cjk) == CODE_COLUMNS
+    page = (
+        "---\nfile_format: mystnb\n---\n\n"
+        "```{code-cell} ipython3\n:tags: [remove-cell]\n" + ok_ascii + "\n```\n\n"
+        "Prose may be as long as it likes: " + "word " * 30 + "\n\n"
+        "```python\n" + "not_a_cell = 1" + " " * 80 + "\n```\n\n"
+        "```{code-cell} ipython3\n" + ok_cjk + "\n" + ok_ascii + "a\n```\n\n"
+        "````{note}\n```{code-cell} ipython3\n" + wide_cjk + "\n```\n````\n"
+    )
+    assert too_wide_code_lines("docs/zh/demo.md", page) == [
+        f"docs/zh/demo.md:18: 80 columns > 79: {ok_ascii}a",
+        f"docs/zh/demo.md:23: 81 columns > 79: {wide_cjk}",
+    ]
 
 
 # -- The checker itself, shown failing on deliberately broken pairs. -------------------

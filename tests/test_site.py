@@ -406,6 +406,12 @@ def test_glossary_is_bilingual_and_points_to_chapters(site):
             chapters = [a["href"] for a in dd.select("a.reference.internal[href$='.html']")]
             assert chapters, f"{lang}: entry without a chapter link: {dd.get_text()[:60]}"
     assert english["en"] == english["zh"], "the two glossaries define different English terms"
+    # ... and the chapters point back to it, as the glossary says they do.
+    for lang in LANGS:
+        linking = [page.stem for page in sorted((site / lang).glob("*.html"))
+                   if page.stem != "glossary"
+                   and _soup(page).select("article a[href*='glossary.html#term-']")]
+        assert len(linking) >= 4, f"{lang}: only {linking} link terms to the glossary"
 
 
 # -- The mechanisms, on a tiny book --------------------------------------------------
