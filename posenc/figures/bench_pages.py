@@ -322,6 +322,7 @@ def bench_headlines(results):
                 if c["name"].startswith("posenc"):
                     extra = c["setup_s"] + c["first_call_s"] - c["steady_s"]
                     out[p + "cold_extra_ms_" + c["name"]] = float(extra * 1e3)
+    out["bench_bf16_err_ratio"] = out["bench_bf16_err_rotate_half"] / out["bench_bf16_err_posenc_half"]
     floors = results["floors"]
     out["bench_floors_passed"] = int(sum(bool(f["passed"]) for f in floors))
     out["bench_floors_total"] = int(len(floors))
