@@ -457,16 +457,25 @@ def _rotate_lowp_blocked(x, tables, r, layout):
     return out.view(x.shape)
 
 
-def _apply_rope_torch(x, pos, base, layout, rotary_dim):
+def _tensor_tables(x, pos, base, rotary_dim, table_layout):
+    """Check a tensor ``x`` and its positions; return ``r`` and the cached tables.
+
+    ``table_layout`` picks the table kind (see :func:`_torch_tables`): ``"interleaved"``
+    gives the complex ``e^{i m theta}``, ``"half"`` the pair ``(cos, sin)``.
+    """
     if not x.is_floating_point():
         raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
     _check_x_shape(tuple(x.shape))
-    d = x.shape[-1]
-    r = check_rotary_dim(rotary_dim, d)
+    r = check_rotary_dim(rotary_dim, x.shape[-1])
     seq = x.shape[-2]
     pos_key, pos_arr = _positions_key(pos, seq)
     tables = _torch_tables(pos_key, pos_arr, seq, r, base, _compute_dtype(x.dtype), x.device,
-                           layout)
+                           table_layout)
+    return r, tables
+
+
+def _apply_rope_torch(x, pos, base, layout, rotary_dim):
+    r, tables = _tensor_tables(x, pos, base, rotary_dim, layout)
     return _rotate_tensor(x, tables, r, layout)
 
 

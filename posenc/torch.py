@@ -14,14 +14,7 @@ import torch
 from torch import nn
 
 from ._validation import check_base, check_count, check_d_model, check_layout
-from .rope import (
-    _check_x_shape,
-    _compute_dtype,
-    _positions_key,
-    _rotate_tensor,
-    _torch_tables,
-)
-from ._validation import check_rotary_dim
+from .rope import _compute_dtype, _rotate_tensor, _tensor_tables
 from .sinusoidal import _sinusoid_rows, inverse_frequencies
 
 __all__ = ["SinusoidalPositionalEncoding", "RotaryEmbedding", "compiled_apply_rope"]
@@ -339,10 +332,6 @@ def compiled_apply_rope(x, positions=None, *, base=10000.0, layout="interleaved"
     if not torch.is_tensor(x) or not x.is_floating_point():
         raise TypeError(f"x must be a floating-point torch.Tensor, got "
                         f"{x.dtype if torch.is_tensor(x) else type(x).__name__}")
-    _check_x_shape(tuple(x.shape))
-    r = check_rotary_dim(rotary_dim, x.shape[-1])
-    seq = x.shape[-2]
-    pos_key, pos_arr = _positions_key(positions, seq)
-    cos, sin = _torch_tables(pos_key, pos_arr, seq, r, b, _compute_dtype(x.dtype), x.device,
-                             "half")
+    # real cos/sin tables for both layouts: the compiler fuses them, no complex numbers
+    r, (cos, sin) = _tensor_tables(x, positions, b, rotary_dim, "half")
     return _compiled_kernel(layout)(x, cos, sin, r)
