@@ -49,11 +49,11 @@ RESULTS_MD = ROOT / "benchmarks" / "results.md"
 #: The RoPE cases: shape (batch, heads, seq_len, head_dim), dtype, timing effort.
 ROPE_CASES = (
     {"id": "fp32_2048", "shape": (1, 32, 2048, 128), "dtype": "float32",
-     "rounds": 6, "block_s": 0.25, "memory": True, "cold": True},
+     "rounds": 5, "block_s": 0.25, "memory": True, "cold": True},
     {"id": "fp32_16384", "shape": (1, 32, 16384, 128), "dtype": "float32",
-     "rounds": 3, "block_s": 0.3, "memory": False, "cold": False},
+     "rounds": 3, "block_s": 0.2, "memory": False, "cold": False},
     {"id": "bf16_2048", "shape": (1, 32, 2048, 128), "dtype": "bfloat16",
-     "rounds": 6, "block_s": 0.25, "memory": True, "cold": False},
+     "rounds": 5, "block_s": 0.25, "memory": True, "cold": False},
 )
 QUICK_ROPE_CASES = (
     {"id": "fp32_2048", "shape": (1, 4, 64, 32), "dtype": "float32",
