@@ -1,9 +1,15 @@
 """posenc: positional encodings for Transformers, correct, validated and tested.
 
-NumPy reference functions (float64) for every encoding the book teaches, ``apply_rope``
-for NumPy arrays and torch tensors alike, analysis helpers for the book's chapters, and
-(imported on demand, so ``import posenc`` stays light) PyTorch modules in
-:mod:`posenc.torch` and the book's figures in :mod:`posenc.figures`.
+The package is laid out by what a module is for:
+
+- ``posenc.<encoding>`` (``naive``, ``sinusoidal``, ``rope``, ``alibi``, ``layouts``): the
+  encodings a model uses, as NumPy reference functions in float64; ``apply_rope`` takes
+  NumPy arrays and torch tensors alike.
+- :mod:`posenc.torch`: the PyTorch modules for real models (imported on demand, so
+  ``import posenc`` does not import PyTorch).
+- :mod:`posenc.analysis`: the book's measurements (uniqueness, closest pairs, similarity,
+  decay, precision, the requirement checks, the attention demos, the bug gallery).
+- :mod:`posenc.figures`: one function per book figure (needs matplotlib).
 
 Examples
 --------
@@ -12,17 +18,26 @@ Examples
 (3, 4)
 """
 
+# The encodings a model uses: one module each, at the top of the package.
 from ._validation import LAYOUTS
 from .alibi import alibi_bias, alibi_slopes
-from .attention import SelfAttention, scaled_dot_product_attention, softmax, token_embeddings
-from .decay import rope_decay_bound
 from .layouts import invert_permutation, layout_permutation
 from .naive import binary_encoding, index_encoding, normalized_index_encoding
-from .precision import angle_error, rope_angles_float32
 from .rope import apply_rope, clear_rope_cache, rope_angles, rope_rotation_matrix, rotate_pairs
-from .similarity import dot_products_by_offset, sinusoidal_dot_product
 from .sinusoidal import inverse_frequencies, shift_matrix, sinusoidal_encoding, wavelengths
-from .closest import ClosestPair, closest_pair, min_pairwise_distance
+
+# The book's measurements (posenc.analysis); the names the API promises stay importable
+# as posenc.<name>.
+from .analysis.attention import (
+    SelfAttention,
+    scaled_dot_product_attention,
+    softmax,
+    token_embeddings,
+)
+from .analysis.closest import ClosestPair, closest_pair, min_pairwise_distance
+from .analysis.decay import rope_decay_bound
+from .analysis.precision import angle_error, rope_angles_float32
+from .analysis.similarity import dot_products_by_offset, sinusoidal_dot_product
 
 __version__ = "0.1.0"
 

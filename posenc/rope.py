@@ -38,7 +38,7 @@ other) silently gives a different model.
 Precision: angles :math:`m\theta_i` are always formed in float64 and cast only after the
 cosine and sine are taken, so a float32 result at position 1,000,000 is as accurate as
 float32 allows.  The common ``positions.float() * inv_freq.float()`` loses the angle
-itself (float32 has a spacing of 0.0625 near 10^6); see :mod:`posenc.precision`.
+itself (float32 has a spacing of 0.0625 near 10^6); see :mod:`posenc.analysis.precision`.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ encoded as
 
 The exponent is :math:`2i/d` where :math:`2i` is the *even column index*: looping over
 even columns ``c = 0, 2, 4, ...`` the exponent is ``c / d``, not ``2c / d`` (a common bug,
-see :mod:`posenc.pitfalls`).  Both columns of a pair share one frequency.
+see :mod:`posenc.analysis.pitfalls`).  Both columns of a pair share one frequency.
 
 Pair :math:`i` has wavelength :math:`\lambda_i = 2\pi / \omega_i = 2\pi\,\mathrm{base}^{2i/d}`
 (:func:`wavelengths`): from :math:`2\pi` for :math:`i = 0` up to

@@ -91,7 +91,7 @@ def shift_residual_figure(correct_residuals, buggy_residuals):
     Parameters
     ----------
     correct_residuals, buggy_residuals : array_like, shape (d,)
-        :attr:`posenc.uniqueness.ShiftFit.column_residuals` of the two tables.
+        :attr:`posenc.analysis.uniqueness.ShiftFit.column_residuals` of the two tables.
 
     Returns
     -------

@@ -189,7 +189,7 @@ def projected_scores_figure(offsets, identity_scores, learned_scores, stationary
     ----------
     offsets : array_like, shape (K,)
     identity_scores, learned_scores : array_like, shape (P, K)
-        :func:`posenc.uniqueness.projected_scores` at ``positions``.
+        :func:`posenc.analysis.uniqueness.projected_scores` at ``positions``.
     stationary, odd : array_like, shape (K,)
         The part of the learned score that depends on ``k`` only, and its odd part.
     positions : sequence of int, length P
@@ -235,7 +235,7 @@ def offset_distance_figure(offsets, distances, d_model, base=10000.0, mark=512):
     offsets : array_like, shape (K,)
         Positive offsets, starting at 1.
     distances : array_like, shape (K,)
-        :func:`posenc.uniqueness.offset_distance` at ``offsets``.
+        :func:`posenc.analysis.uniqueness.offset_distance` at ``offsets``.
     d_model : int
     base : float, default 10000.0
         For the approximation :math:`\\sqrt{d \\ln k / \\ln \\mathrm{base}}`, drawn dotted.
@@ -249,7 +249,7 @@ def offset_distance_figure(offsets, distances, d_model, base=10000.0, mark=512):
     Examples
     --------
     >>> import numpy as np
-    >>> from posenc.uniqueness import offset_distance
+    >>> from posenc.analysis.uniqueness import offset_distance
     >>> k = np.arange(1, 1000)
     >>> fig = offset_distance_figure(k, offset_distance(k, 64), 64)
     >>> len(fig.axes)
@@ -276,7 +276,7 @@ def offset_distance_figure(offsets, distances, d_model, base=10000.0, mark=512):
 
 
 def collision_table_markdown(rows, n_positions):
-    """A Markdown table of :func:`posenc.uniqueness.collision_summary` results.
+    """A Markdown table of :func:`posenc.analysis.uniqueness.collision_summary` results.
 
     Parameters
     ----------
@@ -292,7 +292,7 @@ def collision_table_markdown(rows, n_positions):
 
     Examples
     --------
-    >>> from posenc.uniqueness import collision_summary
+    >>> from posenc.analysis.uniqueness import collision_summary
     >>> print(collision_table_markdown([(4, 10000.0, collision_summary(100, 4))], 100).splitlines()[2])
     | 4 | 10,000 | 0.959 | 19 | 0.242 | 6 |
     """
@@ -354,7 +354,7 @@ def extrapolation_coverage_figure(seen, later, train_length, test_length, d_mode
     Parameters
     ----------
     seen, later : array_like, shape (d_model // 2,)
-        :func:`posenc.uniqueness.phase_coverage` at the two lengths.
+        :func:`posenc.analysis.uniqueness.phase_coverage` at the two lengths.
     train_length, test_length : int
     d_model : int
     base : float, default 10000.0
@@ -365,7 +365,7 @@ def extrapolation_coverage_figure(seen, later, train_length, test_length, d_mode
 
     Examples
     --------
-    >>> from posenc.uniqueness import phase_coverage
+    >>> from posenc.analysis.uniqueness import phase_coverage
     >>> fig = extrapolation_coverage_figure(phase_coverage(64, 32), phase_coverage(256, 32), 64, 256, 32)
     >>> len(fig.axes)
     2

@@ -157,8 +157,8 @@ def rope_traffic_table(traffic, nbytes):
 
     Parameters
     ----------
-    traffic : dict of str to posenc.rope_extras.Traffic
-        Formula name -> the result of :func:`posenc.rope_extras.memory_traffic`.
+    traffic : dict of str to posenc.analysis.rope_extras.Traffic
+        Formula name -> the result of :func:`posenc.analysis.rope_extras.memory_traffic`.
     nbytes : int
         Size of the input tensor in bytes (the unit of the table), ``> 0``.
 
@@ -173,7 +173,7 @@ def rope_traffic_table(traffic, nbytes):
 
     Examples
     --------
-    >>> from posenc.rope_extras import KernelTraffic, Traffic
+    >>> from posenc.analysis.rope_extras import KernelTraffic, Traffic
     >>> t = Traffic((KernelTraffic("mul.Tensor", 8, 8),))
     >>> print(rope_traffic_table({"x * 2": t}, 8))
     | formula | kernels | read (× x) | written (× x) | total (× x) |

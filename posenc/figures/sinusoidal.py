@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import _is_integer, check_base, check_d_model
-from ..similarity import dot_products_by_offset
+from ..analysis.similarity import dot_products_by_offset
 from ..sinusoidal import sinusoidal_encoding, wavelengths
 from ._style import add_labels, label, new_figure
 

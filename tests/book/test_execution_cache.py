@@ -17,7 +17,7 @@ import textwrap
 from pathlib import Path
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 PAGE = textwrap.dedent(
     """\

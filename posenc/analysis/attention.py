@@ -23,7 +23,7 @@ import zlib
 
 import numpy as np
 
-from ._validation import check_count, check_d_model
+from .._validation import check_count, check_d_model
 
 __all__ = ["softmax", "scaled_dot_product_attention", "SelfAttention", "token_embeddings"]
 

@@ -9,7 +9,7 @@ an image without one, the converted notebook) whatever the chapters hold today.
 
 A literal URL inside a JavaScript file is not a request: MathJax's bundle, for example,
 names a CDN for its speech-rule data, used only if a reader turns the speech explorer
-on.  What a page really loads is checked in the browser (tests/test_browser.py).
+on.  What a page really loads is checked in the browser (tests/book/test_browser.py).
 """
 
 from __future__ import annotations

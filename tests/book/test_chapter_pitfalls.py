@@ -1,6 +1,6 @@
 """The gallery of bugs (chapter `pitfalls`): every bug reproduces its error size.
 
-The deliberately wrong functions live in posenc.pitfalls and are written out again in
+The deliberately wrong functions live in posenc.analysis.pitfalls and are written out again in
 the code cells of docs/en/pitfalls.md and docs/zh/pitfalls.md; the first test checks
 that page and module agree statement for statement (comments, docstrings and imports
 aside), so the numbers pinned here are the numbers the page shows.
@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 
 import posenc
 from posenc import inverse_frequencies, sinusoidal_encoding
-from posenc import pitfalls as pit
-from posenc.uniqueness import fit_shift
+from posenc.analysis import pitfalls as pit
+from posenc.analysis.uniqueness import fit_shift
 
 from book_parity import parse_page
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 # -- the page shows the module's code -------------------------------------------------

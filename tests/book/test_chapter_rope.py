@@ -1,7 +1,7 @@
 """The claims of the chapters ``rope`` and ``rope-in-practice``, pinned.
 
 Each test states the sentence of the book it protects.  Also the rules of
-:mod:`posenc.rope_extras` and of the figure/table functions in
+:mod:`posenc.analysis.rope_extras` and of the figure/table functions in
 :mod:`posenc.figures.rope_pages`.
 """
 
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import posenc
 from posenc.figures import rope_pages
 from posenc.figures._style import set_language
-from posenc.rope_extras import KernelTraffic, Traffic, memory_traffic
+from posenc.analysis.rope_extras import KernelTraffic, Traffic, memory_traffic
 
 R = posenc.rope_rotation_matrix
 FAST = settings(max_examples=30, deadline=None)
@@ -318,7 +318,7 @@ def test_rotate_half_formula_moves_several_times_more_memory_than_complex():
     assert (cplx.read_bytes + cplx.written_bytes) / n == pytest.approx(2.125)
 
 
-# -- posenc.rope_extras.memory_traffic rules ------------------------------------------------------
+# -- posenc.analysis.rope_extras.memory_traffic rules ------------------------------------------------------
 
 
 def test_memory_traffic_counts_clone_as_one_read_one_write():

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import check_base, check_d_model
+from .._validation import check_base, check_d_model
 
 __all__ = ["rope_decay_bound"]
 
@@ -72,7 +72,7 @@ def rope_decay_bound(distances, d_model, base=10000.0):
     >>> bool(np.any(np.diff(b) > 0))                  # ... but not monotonically
     True
     """
-    from .sinusoidal import inverse_frequencies
+    from ..sinusoidal import inverse_frequencies
 
     d = check_d_model(d_model, even=True)
     b = check_base(base)

@@ -1,8 +1,8 @@
-"""The claims of the chapter `sinusoidal-properties`, and posenc.uniqueness behind them.
+"""The claims of the chapter `sinusoidal-properties`, and posenc.analysis.uniqueness behind them.
 
 Each test pins one statement the page makes (shifts are rotations, distances and dot
 products depend on the offset only, the seed note's "512-position limit", extrapolation
-coverage, what learned projections do), and the argument rules of posenc.uniqueness.
+coverage, what learned projections do), and the argument rules of posenc.analysis.uniqueness.
 """
 
 import numpy as np
@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from posenc import shift_matrix, sinusoidal_encoding
-from posenc.similarity import sinusoidal_dot_product
-from posenc.uniqueness import (
+from posenc.analysis.similarity import sinusoidal_dot_product
+from posenc.analysis.uniqueness import (
     collision_summary,
     commuting_part,
     fit_shift,

@@ -13,7 +13,7 @@ rows through :math:`\lVert a-b\rVert^2 = \lVert a\rVert^2 + \lVert b\rVert^2 - 2
 (``c x n`` numbers at a time), and the distance of the winning pair is then recomputed
 directly, without that formula's cancellation.  (For the sinusoidal encoding the
 distance depends only on the offset, which allows a faster scan; see
-:mod:`posenc.uniqueness`.)
+:mod:`posenc.analysis.uniqueness`.)
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._validation import check_count
+from .._validation import check_count
 
 __all__ = ["ClosestPair", "closest_pair", "min_pairwise_distance"]
 

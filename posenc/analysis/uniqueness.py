@@ -13,7 +13,7 @@ one identity: pair :math:`i` of :math:`\mathrm{PE}(p)` is the point
    \end{aligned}
 
 both functions of the offset :math:`k` alone
-(:func:`posenc.similarity.sinusoidal_dot_product`, :func:`offset_distance`).  The closest pair among :math:`n` positions is therefore
+(:func:`posenc.analysis.similarity.sinusoidal_dot_product`, :func:`offset_distance`).  The closest pair among :math:`n` positions is therefore
 found by scanning the :math:`n-1` offsets instead of the :math:`n^2/2` pairs
 (:func:`collision_summary`).
 
@@ -30,8 +30,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._validation import check_base, check_count, check_d_model
-from .sinusoidal import _sinusoid_rows, inverse_frequencies
+from .._validation import check_base, check_count, check_d_model
+from ..sinusoidal import _sinusoid_rows, inverse_frequencies
 
 __all__ = [
     "offset_distance",
@@ -304,7 +304,7 @@ def projected_scores(w_q, w_k, positions, offsets, base=10000.0):
 
     .. math:: S[a, b] = (W_q\,\mathrm{PE}(p_a)) \cdot (W_k\,\mathrm{PE}(p_a + k_b))
 
-    With ``w_q = w_k = I`` every row is :func:`posenc.similarity.sinusoidal_dot_product`
+    With ``w_q = w_k = I`` every row is :func:`posenc.analysis.similarity.sinusoidal_dot_product`
     of the offsets; with general projections the score depends on ``p`` as well and is
     no longer even in ``k``.
 
@@ -336,7 +336,7 @@ def projected_scores(w_q, w_k, positions, offsets, base=10000.0):
     Examples
     --------
     >>> import numpy as np
-    >>> from posenc.similarity import sinusoidal_dot_product
+    >>> from posenc.analysis.similarity import sinusoidal_dot_product
     >>> eye = np.eye(8)
     >>> s = projected_scores(eye, eye, [0, 100], [-3, 3])
     >>> bool(np.allclose(s, sinusoidal_dot_product([-3, 3], 8)))

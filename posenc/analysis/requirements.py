@@ -41,10 +41,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import check_count, check_d_model, check_real
+from .._validation import check_count, check_d_model, check_real
 from .closest import closest_pair
-from .naive import binary_encoding, index_encoding, normalized_index_encoding
-from .sinusoidal import sinusoidal_encoding
+from ..naive import binary_encoding, index_encoding, normalized_index_encoding
+from ..sinusoidal import sinusoidal_encoding
 
 __all__ = [
     "Verdict",
@@ -607,7 +607,7 @@ def requirements_table(scores, language=None, show_scores=True):
     | Unique | ✓ |
     """
     if language is None:
-        from .figures import get_language
+        from ..figures import get_language
 
         language = get_language()
     if language not in ("en", "zh"):

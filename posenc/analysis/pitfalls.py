@@ -4,7 +4,7 @@ Every function here reproduces one mistake that appears in public code and tutor
 (the chapter ``pitfalls`` of the book shows where).  They are wrong on purpose: do not
 use them to encode anything.  They exist so that the book can show each bug next to the
 correct :mod:`posenc` result, measure the size of the error, and so that
-``tests/test_chapter_pitfalls.py`` can pin those measurements.
+``tests/book/test_chapter_pitfalls.py`` can pin those measurements.
 
 The module is not imported by :mod:`posenc` and nothing in :mod:`posenc` calls it.
 Unlike the rest of the package, the functions do not validate their arguments: feeding

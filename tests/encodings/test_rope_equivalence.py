@@ -15,7 +15,7 @@ the difference is then bounded by what the float32 angle error can do to a vecto
 pair rotated by an angle off by ``e`` moves by at most ``|pair| * e``), which these
 tests compute from the references' own ``inv_freq`` and assert.
 
-``python tests/test_rope_equivalence.py`` prints the largest differences.
+``python tests/encodings/test_rope_equivalence.py`` prints the largest differences.
 """
 
 from __future__ import annotations

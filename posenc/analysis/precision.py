@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import check_base, check_count, check_d_model, check_positions
+from .._validation import check_base, check_count, check_d_model, check_positions
 
 __all__ = ["rope_angles_float32", "angle_error"]
 
@@ -118,7 +118,7 @@ def angle_error(positions, d_model, base=10000.0):
     >>> bool(err[0].max() < 1e-5), bool(err[1].max() > 1e-2)
     (True, True)
     """
-    from .rope import rope_angles
+    from ..rope import rope_angles
 
     pos = _positions_array(positions)
     return np.abs(rope_angles_float32(pos, d_model, base).astype(np.float64)

@@ -1,7 +1,7 @@
 """The chapter naive-encodings: the requirement checkers and the findings the page states.
 
 Every verdict in the page's requirements table comes from a checker in
-:mod:`posenc.requirements`; these tests pin each verdict for each encoding, show each
+:mod:`posenc.analysis.requirements`; these tests pin each verdict for each encoding, show each
 checker failing on a deliberately broken encoding (and passing on the sinusoid), check
 the argument validation, and pin the numbers the page builds its argument on.
 """
@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posenc
-from posenc import requirements as R
+from posenc.analysis import requirements as R
 
 ENC = R.standard_encodings(16)
 

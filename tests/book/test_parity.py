@@ -18,7 +18,7 @@ from book_parity import (
     strip_comments,
 )
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 PAGES = sorted(p.relative_to(DOCS / "en").as_posix() for p in (DOCS / "en").rglob("*.md"))
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import check_base, check_count, check_d_model
+from .._validation import check_base, check_count, check_d_model
 
 __all__ = ["dot_products_by_offset", "sinusoidal_dot_product"]
 
@@ -112,7 +112,7 @@ def sinusoidal_dot_product(offsets, d_model, base=10000.0):
     >>> bool(v[0] == v[1])                       # symmetric: no sense of direction
     True
     """
-    from .sinusoidal import inverse_frequencies
+    from ..sinusoidal import inverse_frequencies
 
     d = check_d_model(d_model, even=True)
     b = check_base(base)

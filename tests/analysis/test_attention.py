@@ -202,7 +202,7 @@ def test_page_attention_has_five_lines_and_matches_posenc(lang):
 
     from book_parity import parse_page
 
-    page = parse_page((Path(__file__).resolve().parents[1] / "docs" / lang / "why-position.md")
+    page = parse_page((Path(__file__).resolve().parents[2] / "docs" / lang / "why-position.md")
                       .read_text(encoding="utf-8"))
     cell = next(c for c in page.code_cells if "def attention(" in c)
     fn = next(n for n in ast.parse(cell).body

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import posenc
 import posenc.figures as pf
-from posenc import requirements as R
+from posenc.analysis import requirements as R
 from posenc.torch import SinusoidalPositionalEncoding
 
 evens = st.integers(1, 512).map(lambda h: 2 * h)

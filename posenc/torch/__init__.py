@@ -1,0 +1,16 @@
+r"""PyTorch modules: the encodings as ``nn.Module``\ s, for use inside models.
+
+This package imports the real :mod:`torch` (``import posenc`` does not).  Tables are built
+from float64 angles (NumPy) and stored as float32 buffers with
+``register_buffer(..., persistent=False)``: they are deterministic functions of the
+constructor arguments, so they are left out of ``state_dict`` (checkpoints stay small,
+and a model saved with one ``max_len`` loads into one built with another).
+
+One submodule per encoding (:mod:`posenc.torch.sinusoidal`, :mod:`posenc.torch.rope`, ...);
+every public name is importable from :mod:`posenc.torch` itself.
+"""
+
+from .rope import RotaryEmbedding, compiled_apply_rope
+from .sinusoidal import SinusoidalPositionalEncoding
+
+__all__ = ["SinusoidalPositionalEncoding", "RotaryEmbedding", "compiled_apply_rope"]
