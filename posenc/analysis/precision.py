@@ -27,7 +27,15 @@ import numpy as np
 
 from .._validation import check_base, check_count, check_d_model, check_positions
 
-__all__ = ["rope_angles_float32", "angle_error"]
+__all__ = ["rope_angles_float32", "angle_error", "INVERSE_FREQUENCY_FORMS",
+           "inverse_frequency_errors"]
+
+#: The three float32 spellings of ``omega_i = base ** (-2i / d)`` that
+#: :func:`inverse_frequency_errors` measures, with ``k = arange(0, d, 2)`` in float32:
+#: ``"exp-log"`` is ``exp(k * (-ln(base) / d))`` (The Annotated Transformer and the
+#: tutorials that copy it), ``"power"`` is ``base ** (-k / d)``, and ``"inverse power"``
+#: is ``1 / base ** (k / d)`` (Hugging Face transformers and Meta's Llama code).
+INVERSE_FREQUENCY_FORMS = ("exp-log", "power", "inverse power")
 
 
 def _positions_array(positions):
@@ -123,3 +131,57 @@ def angle_error(positions, d_model, base=10000.0):
     pos = _positions_array(positions)
     return np.abs(rope_angles_float32(pos, d_model, base).astype(np.float64)
                   - rope_angles(pos, d_model, base))
+
+
+def inverse_frequency_errors(d_model, base=10000.0):
+    """Relative error of each float32 spelling of the inverse frequencies.
+
+    Computes ``omega_i = base ** (-2i / d)``, ``i = 0 .. d/2 - 1``, in PyTorch float32 in
+    each of the :data:`INVERSE_FREQUENCY_FORMS` and compares it with a float64 reference
+    (itself within about ``1e-15`` relative, far below float32's half step
+    ``2 ** -24 ~ 6e-8``).
+
+    Parameters
+    ----------
+    d_model : int
+        Width (number of features that the frequencies serve), a positive even number.
+    base : float, default 10000.0
+        Finite and ``> 1``.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        For each form, ``|omega_float32 / omega_reference - 1|``, float64, shape
+        ``(d_model // 2,)``.
+
+    Raises
+    ------
+    TypeError
+        If ``d_model`` is not an integer or ``base`` not a real number.
+    ValueError
+        If ``d_model`` is odd or ``< 2``, or ``base`` is not finite and ``> 1``.
+
+    Examples
+    --------
+    >>> err = inverse_frequency_errors(64)
+    >>> sorted(err) == sorted(INVERSE_FREQUENCY_FORMS), err["power"].shape
+    (True, (32,))
+    >>> bool(err["exp-log"].max() > err["power"].max())
+    True
+    """
+    import math
+
+    import torch
+
+    d = check_d_model(d_model, even=True)
+    b = check_base(base)
+    two_i = np.arange(0, d, 2)
+    reference = b ** (-two_i / d)
+    k = torch.arange(0, d, 2, dtype=torch.int64).to(torch.float32)
+    values = {
+        "exp-log": torch.exp(k * (-math.log(b) / d)),
+        "power": b ** (-k / d),
+        "inverse power": 1.0 / (b ** (k / d)),
+    }
+    return {name: np.abs(v.to(torch.float64).numpy() / reference - 1.0)
+            for name, v in values.items()}

@@ -4,7 +4,7 @@
 The functions draw; the numbers they draw are computed in the page cells next to them
 where the computation is the point (the norms of the raw index, the float32 errors),
 and inside the function where they are a plain property of an encoding (binary
-distances, wavelengths of the seed notes' variants).
+distances, wavelengths of two spectra that are not the paper's).
 """
 
 from __future__ import annotations
@@ -59,10 +59,10 @@ add_labels({
                           "zh": "每一列的波长，$d = {d}$"},
     "np_paper": {"en": r"paper: $10000^{2i/d}$, sin/cos pairs",
                  "zh": r"论文：$10000^{2i/d}$，sin/cos 成对"},
-    "np_seed_halving": {"en": r"a study note: $\omega_j = 1/2^j$, sines only",
-                        "zh": r"某学习笔记：$\omega_j = 1/2^j$，只用正弦"},
-    "np_seed_1000": {"en": r"the same note: $\omega_j = 1/1000^{j/(d-1)}$",
-                     "zh": r"同一笔记：$\omega_j = 1/1000^{j/(d-1)}$"},
+    "np_halving": {"en": r"halving per column: $\omega_j = 1/2^j$, sines only",
+                        "zh": r"逐列减半：$\omega_j = 1/2^j$，只用正弦"},
+    "np_base_1000": {"en": r"base 1000: $\omega_j = 1/1000^{j/(d-1)}$",
+                     "zh": r"基数 1000：$\omega_j = 1/1000^{j/(d-1)}$"},
     "np_rel_err": {"en": "relative error of $\\omega_i$", "zh": "$\\omega_i$ 的相对误差"},
     "np_exp_way": {"en": r"float32 $\exp(-2i\ln b/d)$", "zh": r"float32 $\exp(-2i\ln b/d)$"},
     "np_pow_way": {"en": r"float32 $b^{-2i/d}$", "zh": r"float32 $b^{-2i/d}$"},
@@ -346,10 +346,10 @@ def one_frequency_circles_figure(omegas=(1.0, 0.01), n_positions=50):
 
 
 def frequency_variants_figure(d_model=512, top=1e8):
-    """Wavelength of every column: the paper's spectrum and two from a study note.
+    """Wavelength of every column: the paper's spectrum and two that are not the paper's.
 
-    The paper: pairs of columns share ``lambda_i = 2 pi 10000**(2i/d)``.  A study note's
-    first idea: one sine per column with ``omega_j = 1 / 2**j``, so ``lambda_j = 2 pi
+    The paper: pairs of columns share ``lambda_i = 2 pi 10000**(2i/d)``.  The binary
+    counter made smooth: one sine per column with ``omega_j = 1 / 2**j``, so ``lambda_j = 2 pi
     2**j`` (the curve leaves the plot; its last value is about ``1e154`` for ``d = 512``).
     The same note's "authors' definition": ``omega_j = 1 / 1000**(j / (d - 1))``.
 
@@ -386,8 +386,8 @@ def frequency_variants_figure(d_model=512, top=1e8):
     thousand = 2 * np.pi * 1000.0 ** (j / (d - 1))
     fig, ax = new_figure(figsize=(6.4, 3.8))
     ax.plot(j, paper, color="C0", lw=2.0, label=label("np_paper"))
-    ax.plot(j, thousand, color="C1", lw=1.4, ls="--", label=label("np_seed_1000"))
-    ax.plot(j, halving, color="C3", lw=1.4, ls=":", label=label("np_seed_halving"))
+    ax.plot(j, thousand, color="C1", lw=1.4, ls="--", label=label("np_base_1000"))
+    ax.plot(j, halving, color="C3", lw=1.4, ls=":", label=label("np_halving"))
     ax.set_yscale("log")
     ax.set(xlabel=label("np_column"), ylabel=label("wavelength"), ylim=(1.0, top),
            title=label("np_variants_title").format(d=d))

@@ -18,6 +18,7 @@ __all__ = [
     "projected_scores_figure",
     "offset_distance_figure",
     "collision_table_markdown",
+    "collision_ratio_figure",
     "float32_angle_figure",
     "extrapolation_coverage_figure",
 ]
@@ -40,7 +41,7 @@ add_labels({
     "props_dot_title": {"en": "dot product, $d = {d}$: one curve for every $p$, mirror-symmetric",
                         "zh": "点积，$d = {d}$：各个 $p$ 重合为一条曲线，左右对称"},
     "props_score": {"en": "score $(W_q\\mathrm{PE}(p))\\cdot(W_k\\mathrm{PE}(p+k))$",
-                    "zh": "得分 $(W_q\\mathrm{PE}(p))\\cdot(W_k\\mathrm{PE}(p+k))$"},
+                    "zh": "分数 $(W_q\\mathrm{PE}(p))\\cdot(W_k\\mathrm{PE}(p+k))$"},
     "props_identity": {"en": "$W_q = W_k = I$", "zh": "$W_q = W_k = I$"},
     "props_learned": {"en": "seeded random $W_q, W_k$", "zh": "固定种子的随机 $W_q, W_k$"},
     "props_stationary": {"en": "part that depends on $k$ only", "zh": "只依赖 $k$ 的部分"},
@@ -70,7 +71,15 @@ add_labels({
     "props_f32_limit": {"en": "$2^{24}$: float32 integers stop being exact",
                         "zh": "$2^{24}$：float32 不再能精确表示每个整数"},
     "props_f32_step": {"en": "angle step of the fastest pair (1 rad)", "zh": "最快一对每步转角（1 弧度）"},
-    "props_pair_index": {"en": "pair index $i$", "zh": "维度对序号 $i$"},
+    "props_pair_index": {"en": "pair index $i$", "zh": "维度对编号 $i$"},
+    "props_ratio": {"en": "$\\min_{k \\geq 2} D(k)\\,/\\,D(1)$",
+                    "zh": "$\\min_{k \\geq 2} D(k)\\,/\\,D(1)$"},
+    "props_ratio_width": {"en": "width $d$", "zh": "宽度 $d$"},
+    "props_ratio_base": {"en": "base {b:,g}", "zh": "基数 {b:,g}"},
+    "props_ratio_one": {"en": "as close as a neighbour", "zh": "与相邻位置一样近"},
+    "props_ratio_title": {"en": "first {n:,} positions: the closest non-neighbour, "
+                                "over the neighbour distance $D(1)$",
+                          "zh": "前 {n:,} 个位置：最近的非相邻位置的距离，与相邻距离 $D(1)$ 之比"},
     "props_coverage": {"en": "fraction of the circle swept", "zh": "扫过的圆周比例"},
     "props_seen": {"en": "positions $0..{L}$ (training)", "zh": "位置 $0..{L}$（训练）"},
     "props_later": {"en": "positions $0..{T}$", "zh": "位置 $0..{T}$"},
@@ -271,6 +280,70 @@ def offset_distance_figure(offsets, distances, d_model, base=10000.0, mark=512):
     ax.set_ylim(dist[0] * 0.5, np.sqrt(2 * d_model) * 1.6)
     ax.set_xlabel(label("offset"))
     ax.set_ylabel(label("props_distance"))
+    ax.legend(fontsize=8, frameon=True, framealpha=0.9, loc="lower right")
+    return fig
+
+
+def collision_ratio_figure(rows, n_positions):
+    """Closest non-neighbour distance over the neighbour distance, against the width.
+
+    For each ``(d_model, base, summary)`` the point is ``summary.closest_distance /
+    summary.neighbour_distance``: below the line at 1, some position ``k >= 2`` steps
+    away is closer than a neighbour.  Each point is labelled with its ``k``
+    (``summary.closest_offset``), so the widths where that closest position is far away
+    and those where it is the one two steps away can be told apart.
+
+    Parameters
+    ----------
+    rows : sequence of (d_model, base, CollisionSummary)
+        As for :func:`collision_table_markdown`; one line per distinct base.
+    n_positions : int
+        The number of positions scanned (for the title).
+
+    Returns
+    -------
+    BookFigure
+
+    Raises
+    ------
+    ValueError
+        If ``rows`` is empty or a summary has no closest offset (fewer than 3 positions).
+
+    Examples
+    --------
+    >>> from posenc.analysis.uniqueness import collision_summary
+    >>> rows = [(d, 100.0, collision_summary(1000, d, 100.0)) for d in (4, 16, 64)]
+    >>> fig = collision_ratio_figure(rows, 1000)
+    >>> len(fig.axes[0].lines)       # one base, and the line at 1
+    2
+    """
+    rows = list(rows)
+    if not rows:
+        raise ValueError("rows must hold at least one (d_model, base, summary)")
+    if any(s.closest_offset < 2 for _, _, s in rows):
+        raise ValueError("rows: every summary needs a closest offset k >= 2 "
+                         "(scan at least 3 positions)")
+    fig, ax = new_figure(figsize=(7.0, 3.8))
+    bases = sorted({float(b) for _, b, _ in rows})
+    for n, b in enumerate(bases):
+        pts = sorted((d, s) for d, bb, s in rows if float(bb) == b)
+        widths = np.array([d for d, _ in pts], dtype=float)
+        ratio = np.array([s.closest_distance / s.neighbour_distance for _, s in pts])
+        ax.plot(widths, ratio, "o-", color=f"C{n}", label=label("props_ratio_base").format(b=b))
+        for w, r, (_, s) in zip(widths, ratio, pts):
+            ax.annotate(f"k={s.closest_offset:,}", (w, r), textcoords="offset points",
+                        xytext=(4, 6 if n % 2 == 0 else -12), fontsize=7, color=f"C{n}")
+    ax.axhline(1.0, color="0.3", ls="--", label=label("props_ratio_one"))
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    widths = sorted({int(d) for d, _, _ in rows})
+    ax.set_xticks(widths, [str(w) for w in widths])
+    ax.minorticks_off()
+    top = max(s.closest_distance / s.neighbour_distance for _, _, s in rows)
+    ax.set_ylim(top=max(top, 1.0) * 3)
+    ax.set_xlabel(label("props_ratio_width"))
+    ax.set_ylabel(label("props_ratio"))
+    ax.set_title(label("props_ratio_title").format(n=n_positions), fontsize=10)
     ax.legend(fontsize=8, frameon=True, framealpha=0.9, loc="lower right")
     return fig
 

@@ -16,15 +16,16 @@ add_labels({
     "heatmap_title": {"en": "sinusoidal encoding, $d = {d}$", "zh": "正弦位置编码，$d = {d}$"},
     "waveforms_title": {"en": "one column per curve", "zh": "每条曲线是一列"},
     "column_j": {"en": "column {j}", "zh": "第 {j} 列"},
-    "pair_i": {"en": "pair index $i$", "zh": "维度对序号 $i$"},
+    "pair_i": {"en": "pair index $i$", "zh": "维度对编号 $i$"},
     "wavelength": {"en": "wavelength (positions)", "zh": "波长（位置数）"},
     "spectrum_title": {"en": "wavelengths, $d = {d}$, base $= {base:g}$",
-                       "zh": "波长谱，$d = {d}$，底数 $= {base:g}$"},
+                       "zh": "波长谱，$d = {d}$，基数 $= {base:g}$"},
     "shortest": {"en": r"shortest: $2\pi$", "zh": r"最短：$2\pi$"},
     "longest": {"en": r"longest: $2\pi\cdot\mathrm{{base}}^{{(d-2)/d}}$ = {v:,.0f}",
                 "zh": r"最长：$2\pi\cdot\mathrm{{base}}^{{(d-2)/d}}$ = {v:,.0f}"},
-    "quoted": {"en": r"often quoted: $2\pi\cdot\mathrm{{base}}$ = {v:,.0f} (never reached)",
-               "zh": r"常被引用：$2\pi\cdot\mathrm{{base}}$ = {v:,.0f}（取不到）"},
+    "quoted": {"en": r"the paper's upper end: $2\pi\cdot\mathrm{{base}}$ = {v:,.0f} "
+                     r"(never reached)",
+               "zh": r"论文给出的上端：$2\pi\cdot\mathrm{{base}}$ = {v:,.0f}（取不到）"},
     "dot_product": {"en": r"$\mathrm{PE}(p)\cdot\mathrm{PE}(p+k)$",
                     "zh": r"$\mathrm{PE}(p)\cdot\mathrm{PE}(p+k)$"},
     "dot_title": {"en": "dot product depends only on the offset",
@@ -107,10 +108,10 @@ def sinusoid_waveforms(n_positions=100, d_model=64, columns=(0, 2, 8, 16), base=
 
 
 def wavelength_spectrum(d_model=512, base=10000.0):
-    """Wavelength of every pair on a log scale, with the shortest, the longest and the myth.
+    """Wavelength of every pair on a log scale, with the shortest, the longest and the paper's.
 
     The wavelengths ``2 pi base**(2i/d)`` form a straight line on a log scale, from
-    ``2 pi`` to ``2 pi base**((d-2)/d)``; the ``2 pi base`` that is often quoted as the
+    ``2 pi`` to ``2 pi base**((d-2)/d)``; the ``2 pi base`` that the paper gives as the
     longest wavelength is drawn for comparison, above the last pair.
 
     Parameters

@@ -77,7 +77,7 @@ def strided(n):           # the sinusoid at positions 0, 97, 194, ...: neighbour
     return _sin_at(97 * np.arange(n))
 
 
-def sines_only(n):        # seed 001's first idea: only sines, no cosine partners
+def sines_only(n):        # the counter made smooth: only sines, no cosine partners
     return np.sin(np.arange(n)[:, None] * 10000.0 ** (-np.arange(16) / 16))
 
 
@@ -116,8 +116,8 @@ def test_extrapolation_catches_a_wrapping_counter():
     assert R.check_extrapolates(wrapping, train_length=32, factor=4).passed
 
 
-def test_seed001_sines_only_with_halving_frequencies_has_no_linear_shift():
-    # seed 001, step (4): omega_i = 1 / 2**i, sines only
+def test_sines_only_with_halving_frequencies_has_no_linear_shift():
+    # omega_i = 1 / 2**i, sines only
     halving = lambda n: np.sin(np.arange(n)[:, None] / 2.0 ** np.arange(16))  # noqa: E731
     v = R.check_relative_shift(halving)
     assert not v.passed and v.score > 0.1
@@ -231,7 +231,7 @@ def test_raw_index_drowns_the_token_embeddings():
     x = table + pe[100]
     unit = x / np.linalg.norm(x, axis=1, keepdims=True)
     assert (unit @ unit.T)[np.triu_indices(vocab, 1)].min() > 0.999
-    assert posenc.index_encoding(1000, 1)[-1, 0] == 999       # seed 001 says 1000
+    assert posenc.index_encoding(1000, 1)[-1, 0] == 999       # not 1000
 
 
 def test_normalised_three_apart_and_same_code():
@@ -243,8 +243,8 @@ def test_normalised_three_apart_and_same_code():
 
 
 @given(short=st.integers(2, 100), extra=st.integers(1, 1000))
-def test_seed001_has_the_normalised_step_backwards(short, extra):
-    """Seed 001: neighbours differ *less* in a short sequence. They differ more."""
+def test_normalised_step_is_larger_in_short_sequences(short, extra):
+    """Neighbours do not differ *less* in a short sequence. They differ more."""
     a = posenc.normalized_index_encoding(short, 1)[:, 0]
     b = posenc.normalized_index_encoding(short + extra, 1)[:, 0]
     assert a[1] - a[0] > b[1] - b[0]
@@ -265,7 +265,7 @@ def test_binary_neighbours_can_differ_in_every_bit():
 def test_rows_read_backwards_are_numerals_and_the_low_bits_flip_fastest(bits):
     """Column 0 is the least significant bit, so a row read right to left is p in binary
     (left to right it is the numeral reversed). Column j flips every 2**j steps: the low
-    bits are the fast ones, not the slow ones as seed 001 says."""
+    bits are the fast ones, not the slow ones."""
     n = 2 ** (bits + 1)                      # two rounds of the counter
     codes = posenc.binary_encoding(n, bits).astype(int)
     numerals = ["".join(map(str, row[::-1])) for row in codes]

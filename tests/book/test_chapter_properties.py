@@ -1,7 +1,7 @@
 """The claims of the chapter `sinusoidal-properties`, and posenc.analysis.uniqueness behind them.
 
 Each test pins one statement the page makes (shifts are rotations, distances and dot
-products depend on the offset only, the seed note's "512-position limit", extrapolation
+products depend on the offset only, the "512-position limit", extrapolation
 coverage, what learned projections do), and the argument rules of posenc.analysis.uniqueness.
 """
 
@@ -38,13 +38,13 @@ def test_shift_matrix_moves_every_position_of_a_long_range():
         assert err < 1e-10
 
 
-def test_seed_001_matrix_signs_are_right_and_the_textbook_rotation_goes_back():
+def test_stored_order_matrix_signs_are_right_and_the_textbook_rotation_goes_back():
     # (sin, cos) storage: [[c, s], [-s, c]] moves forward; the textbook R(theta) moves back.
     t, dt = 0.7, 0.3
     v = np.array([np.sin(t), np.cos(t)])
-    seed = np.array([[np.cos(dt), np.sin(dt)], [-np.sin(dt), np.cos(dt)]])
+    stored = np.array([[np.cos(dt), np.sin(dt)], [-np.sin(dt), np.cos(dt)]])
     textbook = np.array([[np.cos(dt), -np.sin(dt)], [np.sin(dt), np.cos(dt)]])
-    np.testing.assert_allclose(seed @ v, [np.sin(t + dt), np.cos(t + dt)], atol=1e-15)
+    np.testing.assert_allclose(stored @ v, [np.sin(t + dt), np.cos(t + dt)], atol=1e-15)
     np.testing.assert_allclose(textbook @ v, [np.sin(t - dt), np.cos(t - dt)], atol=1e-15)
 
 
@@ -80,7 +80,7 @@ def test_dot_product_is_the_same_for_every_position_and_symmetric():
 
 
 def test_distance_is_not_proportional_to_the_offset():
-    """Seed 003: "the difference is proportional to the distance" -- it is not."""
+    """"The difference is proportional to the distance" -- it is not."""
     d = 512
     k = np.arange(1, 2001)
     dist = offset_distance(k, d)
@@ -113,7 +113,7 @@ def test_distance_law_in_the_pages_setting():
     assert abs(dist[k > base].mean() / np.sqrt(d) - 1) < 0.01
 
 
-# -- note 003: the difference vector and the size of the encoding --------------------------
+# -- the difference vector and the size of the encoding -----------------------------------
 
 
 @SETTINGS
@@ -147,7 +147,7 @@ def test_encoding_norm_is_sqrt_half_d(d, base, p):
 
 
 def test_encoding_is_as_long_as_a_default_initialised_token():
-    """Note 003: values in [-1, 1] cannot distort the embedding -- unproven."""
+    """Values in [-1, 1] cannot distort the embedding -- unproven."""
     d = 512
     tokens = np.random.default_rng(0).normal(size=(1000, d))
     summed = tokens + sinusoidal_encoding(1000, d)
@@ -190,6 +190,37 @@ def test_no_far_position_comes_closer_than_a_neighbour_for_realistic_widths(d, b
 def test_sixteen_is_not_yet_a_safe_width():
     # so the page's glued "from d = 32 up" is the smallest width of its table that is clean
     assert {collision_summary(100_000, 16, b).closest_offset for b in (100.0, 10_000.0)} != {2}
+
+
+@pytest.mark.parametrize("base", [100.0, 10_000.0])
+def test_sixteen_has_nothing_closer_than_a_neighbour_but_its_closest_is_far(base):
+    # the page's two glued widths: from 16 up nothing beats a neighbour; from 32 up the
+    # closest non-neighbour is also the one two steps away
+    s = collision_summary(100_000, 16, base)
+    assert s.first_closer_offset is None
+    assert s.closest_offset > 1000
+    assert s.closest_distance > s.neighbour_distance
+    assert collision_summary(100_000, 8, base).first_closer_offset is not None
+
+
+def test_collision_ratio_figure_draws_the_ratio_of_every_row():
+    import posenc.figures as pf
+
+    rows = [(d, b, collision_summary(2000, d, b)) for d in (4, 16, 64) for b in (100.0, 1e4)]
+    fig = pf.collision_ratio_figure(rows, 2000)
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    for n, b in enumerate((100.0, 1e4)):
+        want = [s.closest_distance / s.neighbour_distance for _, bb, s in rows if bb == b]
+        np.testing.assert_allclose(ax.lines[n].get_ydata(), want)
+        np.testing.assert_array_equal(ax.lines[n].get_xdata(), [4, 16, 64])
+    assert ax.lines[-1].get_ydata()[0] == 1.0                      # the line at 1
+    labels = [t.get_text() for t in ax.texts]
+    assert f"k={rows[0][2].closest_offset:,}" in labels
+    with pytest.raises(ValueError, match="rows"):
+        pf.collision_ratio_figure([], 10)
+    with pytest.raises(ValueError, match="rows"):
+        pf.collision_ratio_figure([(4, 100.0, collision_summary(2, 4))], 2)
 
 
 def test_tiny_widths_have_near_collisions():
@@ -348,6 +379,8 @@ def test_property_figures_render_without_warnings(lang, recwarn):
         pf.signed_dot_product_figure(ks, s, [0, 5], 8),
         pf.projected_scores_figure(ks, s, s, even + odd, odd, [0, 5]),
         pf.offset_distance_figure(k, offset_distance(k, 64), 64),
+        pf.collision_ratio_figure([(d, 100.0, collision_summary(300, d, 100.0))
+                                   for d in (4, 32)], 300),
         pf.float32_angle_figure([10, 1e4, 1e7], [1e-6, 1e-3, 1.0], [3e-8] * 3),
         pf.extrapolation_coverage_figure(phase_coverage(64, 32), phase_coverage(256, 32),
                                          64, 256, 32),

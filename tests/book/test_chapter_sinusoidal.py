@@ -1,9 +1,8 @@
-"""The chapter sinusoidal: the statements the page makes, and the seed-note errors it shows.
+"""The chapter sinusoidal: the statements the page makes, and the common errors it shows.
 
 Each test pins one finding of ``docs/*/sinusoidal.md`` independently of the page's cells,
 so that a change to the library (or to the page) that breaks the argument fails here.
-The seed notes are the study notes in ``shared/seeds``; their numbers are given in the
-test names' docstrings.
+Each error is named in the test's docstring as the page states it.
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ def test_i_am_a_robot_table_is_sin_cos_of_p_and_p_over_10():
 
 @given(d=evens, base=bases)
 def test_pair_index_runs_to_d_over_2_minus_1(d, base):
-    """Seed 004's table row "i = d/2": that pair's columns d, d+1 do not exist."""
+    """A table row "i = d/2" would need columns d and d+1, which do not exist."""
     w = posenc.inverse_frequencies(d, base)
     assert w.shape == (d // 2,)
     assert w[-1] == pytest.approx(base ** (-(d - 2) / d), rel=1e-12)
@@ -52,8 +51,8 @@ def test_pair_index_runs_to_d_over_2_minus_1(d, base):
 
 @settings(max_examples=50, deadline=None)
 @given(d=evens, p=st.integers(0, 1000))
-def test_seed000_sine_goes_to_the_even_columns_of_every_position(d, p):
-    """Seed 000: "even positions use sin, odd positions cos". Every row has both."""
+def test_sine_goes_to_the_even_columns_of_every_position(d, p):
+    """"Even" and "odd" are columns, not positions: every row has sines and cosines."""
     w = posenc.inverse_frequencies(d)
     row = posenc.sinusoidal_encoding(p + 1, d)[p]
     np.testing.assert_allclose(row[0::2], np.sin(p * w), rtol=0, atol=1e-12)
@@ -69,8 +68,8 @@ def test_page_odd_position_3_has_its_sines_in_the_even_columns():
 
 
 @given(d=evens.filter(lambda d: d >= 4), base=bases)
-def test_seeds_000_001_i_is_the_pair_index_not_the_dimension(d, base):
-    """Seeds 000 and 001 call i "the dimension". Columns 2i and 2i+1 share omega_i."""
+def test_i_is_the_pair_index_not_the_dimension(d, base):
+    """The paper calls i "the dimension"; in its formula columns 2i and 2i+1 share omega_i."""
     w = posenc.inverse_frequencies(d, base)
     row = posenc.sinusoidal_encoding(2, d, base)[1]      # angles 1 * omega_i <= 1 rad
     np.testing.assert_allclose(np.arcsin(row[0::2]), w, rtol=1e-9, atol=1e-15)
@@ -80,8 +79,8 @@ def test_seeds_000_001_i_is_the_pair_index_not_the_dimension(d, base):
 
 
 @given(d=evens)
-def test_seed001_vector_listing_omega_0_to_omega_d_is_one_column_too_wide(d):
-    """Seed 001 writes its d x 1 vector with entries omega_0 ... omega_{d_model}."""
+def test_a_listing_omega_0_to_omega_d_is_one_column_too_wide(d):
+    """A d x 1 vector listed as omega_0 ... omega_d would have d + 1 entries."""
     n = 3
     pe = posenc.sinusoidal_encoding(n, d)
     listed = np.sin(np.arange(n)[:, None] * np.exp2(-np.arange(d + 1.0)))  # omega_0 .. omega_d
@@ -91,8 +90,8 @@ def test_seed001_vector_listing_omega_0_to_omega_d_is_one_column_too_wide(d):
 
 
 @given(d=evens)
-def test_seed002_range_leaves_the_last_two_columns_unwritten(d):
-    """Seed 002: "0 <= i < d_model/2 - 1" skips pair d/2 - 1."""
+def test_range_one_short_leaves_the_last_two_columns_unwritten(d):
+    """The range "0 <= i < d_model/2 - 1" skips pair d/2 - 1."""
     one_short = np.arange(d // 2 - 1)
     filled = set(2 * one_short) | set(2 * one_short + 1)
     assert len(filled) == d - 2
@@ -101,8 +100,8 @@ def test_seed002_range_leaves_the_last_two_columns_unwritten(d):
 
 @settings(max_examples=50)
 @given(L=st.integers(2, 500))
-def test_seed000_half_range_of_positions_misses_half_the_tokens(L):
-    """Seed 000: "0 <= k < L/2" for the positions; every one of the L positions has a row."""
+def test_half_range_of_positions_misses_half_the_tokens(L):
+    """A range "0 <= k < L/2" for the positions; every one of the L positions has a row."""
     full = posenc.sinusoidal_encoding(L, 8)
     half = posenc.sinusoidal_encoding(L // 2, 8)
     assert full.shape[0] == L and half.shape[0] == L // 2
@@ -115,7 +114,7 @@ def test_seed000_half_range_of_positions_misses_half_the_tokens(L):
 
 
 def test_page_robot_sentence_has_twelve_characters_and_four_rows():
-    """Seed 000 says "four characters"; the table has one row per token."""
+    """The table has one row per token, not per character."""
     sentence = "I am a robot"
     tokens = sentence.split()
     assert len(sentence) == 12 and len(tokens) == 4
@@ -134,7 +133,7 @@ def _one_pair(omega, n):
 
 
 def test_large_omega_separates_neighbours_but_aliases_far_positions():
-    """Seed 001 says the opposite (large omega: neighbours alike; small: collisions)."""
+    """Not the other way round (large omega: neighbours alike; small: collisions)."""
     fast, slow = _one_pair(1.0, 1000), _one_pair(1e-4, 1000)
     assert np.linalg.norm(fast[1] - fast[0]) == pytest.approx(2 * math.sin(0.5))
     close = posenc.closest_pair(fast)
@@ -145,7 +144,7 @@ def test_large_omega_separates_neighbours_but_aliases_far_positions():
 
 
 def test_page_lone_sine_twins_at_omega_1e_minus_4():
-    """The page's numbers for seed 001's second claim (a lone sine, omega = 1e-4)."""
+    """The page's numbers for the small-omega conclusion (a lone sine, omega = 1e-4)."""
     w, p = 1e-4, 10_000
     mirror = round(math.pi / w) - p
     assert mirror == 21416
@@ -160,8 +159,8 @@ def test_page_lone_sine_twins_at_omega_1e_minus_4():
 
 @settings(max_examples=40, deadline=None)
 @given(w=st.floats(1e-4, 0.5), frac=st.floats(0.05, 0.9))
-def test_seed001_small_omega_lone_sine_collides_and_its_cosine_separates(w, frac):
-    """Seed 001, claim 2: true for a lone sine (p and pi/w - p share a value); false for
+def test_small_omega_lone_sine_collides_and_its_cosine_separates(w, frac):
+    """The small-omega conclusion: true for a lone sine (p and pi/w - p share a value); false for
     a (sin, cos) pair until a whole turn."""
     p = int(frac * math.pi / (4 * w))            # before the peak, where cos > 0.7
     mirror = round(math.pi / w) - p
@@ -180,7 +179,7 @@ def test_seed001_small_omega_lone_sine_collides_and_its_cosine_separates(w, frac
 @settings(max_examples=50)
 @given(d=evens, base=bases)
 def test_largest_wavelength_is_one_factor_short_of_two_pi_base(d, base):
-    """Seeds 002 and 004: "from 2 pi to 10000 * 2 pi". The last pair is i = d/2 - 1."""
+    """The paper: "from 2 pi to 10000 * 2 pi". Its formula's last pair is i = d/2 - 1."""
     lam = posenc.wavelengths(d, base)
     assert lam[0] == pytest.approx(2 * math.pi)
     assert lam[-1] == pytest.approx(2 * math.pi * base ** ((d - 2) / d), rel=1e-12)
@@ -205,11 +204,11 @@ def test_tensor2tensor_spacing_reaches_exactly_two_pi_times_10000():
     assert t2t[-1] > posenc.wavelengths(512)[-1]
 
 
-# -- one row across the columns (seed 000's plotSinusoid) -----------------------------
+# -- one row across the columns ---------------------------------------------------
 
 @given(d=evens)
 def test_row_of_position_0_is_flat_zero_one(d):
-    """Seed 000 calls each row "a different sine wave"; row 0 is 0, 1, 0, 1, ..."""
+    """A row is not "a different sine wave" per position; row 0 is 0, 1, 0, 1, ..."""
     np.testing.assert_array_equal(posenc.sinusoidal_encoding(1, d)[0],
                                   np.tile([0.0, 1.0], d // 2))
 
@@ -267,9 +266,9 @@ def test_row_figure_draws_the_rows_it_is_asked_for():
     assert len(pf.row_across_columns_figure((1, 2, 3)).axes) == 3
 
 
-# -- seed 001's spectra -------------------------------------------------------------
+# -- two spectra that are not the paper's ------------------------------------------
 
-def test_seed001_halving_frequencies_leave_most_columns_flat():
+def test_halving_frequencies_leave_most_columns_flat():
     d = 512
     j = np.arange(d)
     assert 2 * math.pi * 2.0 ** j[-1] == pytest.approx(4.2121870893e154, rel=1e-9)
@@ -279,14 +278,14 @@ def test_seed001_halving_frequencies_leave_most_columns_flat():
     assert np.abs(np.sin(p / 2.0 ** j[-flat:])).max() < 1e-3
 
 
-def test_seed001_base_1000_shortens_the_longest_wavelength_tenfold():
+def test_base_1000_shortens_the_longest_wavelength_tenfold():
     d = 512
     thousand = 2 * math.pi * 1000.0 ** (np.arange(d) / (d - 1))
     assert thousand[-1] == pytest.approx(2 * math.pi * 1000)
     assert posenc.wavelengths(d)[-1] / thousand[-1] == pytest.approx(9.6466, abs=1e-4)
 
 
-def test_seed001_sines_only_has_no_linear_shift_but_pairs_do():
+def test_sines_only_has_no_linear_shift_but_pairs_do():
     def sines_only(n):
         return np.sin(np.arange(n)[:, None] / 2.0 ** np.arange(16))
 
@@ -295,8 +294,8 @@ def test_seed001_sines_only_has_no_linear_shift_but_pairs_do():
     assert R.check_relative_shift(R.standard_encodings(16)["sinusoidal"]).score < 1e-12
 
 
-def test_seed001_last_frequency_is_1e_minus_4_not_1e_minus_3():
-    """Seed 001 writes the last pair for d = 512 as sin(0.0010 * pos)."""
+def test_last_frequency_is_1e_minus_4_not_1e_minus_3():
+    """The last pair for d = 512 is not sin(0.001 * p); 0.001 belongs to base 1000."""
     w = posenc.inverse_frequencies(512)
     assert w[-1] == pytest.approx(1.0366329284e-4, rel=1e-9)
     assert 0.001 / w[-1] == pytest.approx(9.6466, abs=1e-4)
@@ -335,7 +334,8 @@ def log_vs_power():
 
 
 def test_log_trick_is_not_more_accurate(log_vs_power):
-    """Seed 004: "Log Trick ... 提高数值稳定性". Measured: it is the less accurate form."""
+    """Is the exp-of-log form more accurate or more stable? Measured: it is the less
+    accurate form."""
     eps32 = float(np.finfo(np.float32).eps)
     assert log_vs_power["f64_power"].max() < 1e-15
     assert log_vs_power["f64_log"].max() < 1e-14
@@ -364,6 +364,57 @@ def test_frequency_errors_are_below_float32_angle_rounding_at_5000(log_vs_power)
     half_spacing = float(np.spacing(np.float32(p))) / 2
     for key in ("f32_log", "f32_power"):
         assert np.max(p * w * log_vs_power[key]) < half_spacing
+
+
+def test_4999_is_exact_and_the_page_bound_is_half_the_spacing_there():
+    """4999 itself is a float32 number; half the spacing near it bounds the rounding of
+    any other angle of that size."""
+    assert float(np.float32(4999)) == 4999.0
+    half = float(np.spacing(np.float32(4999))) / 2
+    assert half == 2.0 ** -12
+    angles = np.float32(4999) * posenc.inverse_frequencies(8).astype(np.float32)[:1]
+    assert float(abs(np.float64(angles[0]) - 4999.0)) <= half
+    between = np.linspace(4096.5, 8191.5, 1001)           # same binade as 4999
+    assert np.max(np.abs(between.astype(np.float32).astype(np.float64) - between)) <= half
+
+
+HEAD_WIDTHS = (64, 80, 96, 128, 256, 512)
+
+
+def test_inverse_frequency_errors_agree_with_the_50_digit_reference(log_vs_power):
+    from posenc.analysis.precision import inverse_frequency_errors
+
+    err = inverse_frequency_errors(512)
+    np.testing.assert_allclose(err["exp-log"], log_vs_power["f32_log"], rtol=0, atol=1e-13)
+    np.testing.assert_allclose(err["power"], log_vs_power["f32_power"], rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("d", HEAD_WIDTHS)
+def test_exp_log_is_the_least_accurate_form_at_every_head_width(d):
+    from posenc.analysis.precision import inverse_frequency_errors
+
+    err = {name: float(e.max()) for name, e in inverse_frequency_errors(d).items()}
+    assert err["exp-log"] > err["power"] and err["exp-log"] > err["inverse power"]
+    assert err["exp-log"] < 1e-6                               # still tiny
+    eps32 = float(np.finfo(np.float32).eps)
+    if d & (d - 1) == 0:      # k / d exact: the power forms are within ~1.5 half-steps
+        assert err["power"] <= eps32 / 2 and err["inverse power"] < 0.75 * eps32
+        assert err["exp-log"] > 5 * max(err["power"], err["inverse power"])
+    else:                     # k / d rounds in float32: every form errs by several half-steps
+        assert min(err.values()) > 1.5 * eps32
+        assert err["exp-log"] < 2 * min(err["power"], err["inverse power"])
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda f: f(63), ValueError, "d_model"),
+    (lambda f: f(64.0), TypeError, "d_model"),
+    (lambda f: f(64, base=1.0), ValueError, "base"),
+])
+def test_inverse_frequency_errors_rejects_bad_arguments(call, exc, match):
+    from posenc.analysis.precision import inverse_frequency_errors
+
+    with pytest.raises(exc, match=match):
+        call(inverse_frequency_errors)
 
 
 # -- the PyTorch module -------------------------------------------------------------
@@ -396,7 +447,7 @@ def test_module_extends_its_table_to_the_next_power_of_two():
 
 
 def test_vit_large_shapes_and_pairs_completing_a_period():
-    """Seed 003: positions "0-195". ViT-L/16 also has a [CLS] token: 197 positions."""
+    """Counting patches alone gives 0-195; ViT-L/16 also has a [CLS] token: 197 positions."""
     patches = (224 // 16) ** 2
     tokens = patches + 1
     assert (patches, tokens) == (196, 197)
