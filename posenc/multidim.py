@@ -1,0 +1,596 @@
+r"""Positions in two dimensions and more: image grids, resized tables and M-RoPE.
+
+A Vision Transformer cuts an image into a grid of patches; a multimodal model puts those
+patches between text tokens.  A patch has a row and a column (and, in a video, a frame),
+and this module gives it positions that say so:
+
+* :func:`grid_positions` -- the (row, column) of each patch of a grid in raster
+  (row-major) order, the order in which ViT feeds the patches to the Transformer;
+* :func:`sinusoidal_encoding_2d` -- the fixed 2-D sine-cosine table of MAE
+  (``get_2d_sincos_pos_embed``): half the features encode the column, half the row;
+* :func:`resample_position_grid` -- a learned ViT position table resized to another
+  grid by bicubic interpolation, as timm's ``resample_abs_pos_embed`` does;
+* :func:`apply_rope_2d` -- axial 2-D RoPE: half the pairs rotate by the column, half by
+  the row, so an attention score depends only on the (row, column) offset;
+* :func:`mrope_pair_components`, :func:`mrope_position_ids` and :func:`apply_mrope` --
+  the multimodal RoPE (M-RoPE) of Qwen2-VL, with three position components (time,
+  height, width), and the interleaved split of Qwen3-VL.
+
+NumPy functions compute in float64.  :func:`resample_position_grid` and
+:func:`apply_mrope` need PyTorch, which they import when called, so ``import posenc``
+does not import it.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ._validation import check_base, check_count, check_d_model, check_layout, check_positions
+from .rope import _compute_dtype, _is_tensor, _rotate_half_torch, _rotate_tensor, rotate_pairs
+from .sinusoidal import inverse_frequencies
+
+__all__ = [
+    "grid_positions",
+    "sinusoidal_encoding_2d",
+    "resample_position_grid",
+    "apply_rope_2d",
+    "mrope_pair_components",
+    "mrope_position_ids",
+    "apply_mrope",
+]
+
+
+def _check_multiple_of_4(value, name):
+    d = check_d_model(value, name, even=True)
+    if d % 4:
+        raise ValueError(
+            f"{name} must be a multiple of 4 (two axes, each a sine and a cosine or a "
+            f"number of pairs), got {d}"
+        )
+    return d
+
+
+def grid_positions(height, width):
+    """The (row, column) of every cell of a ``height x width`` grid, in raster order.
+
+    Raster (row-major) order is the order of ViT's patch sequence: row 0 from left to
+    right, then row 1, and so on, so the cell at sequence index ``s`` is at row
+    ``s // width`` and column ``s % width``.
+
+    Parameters
+    ----------
+    height, width : int
+        Grid size, ``>= 0``.
+
+    Returns
+    -------
+    rows, cols : numpy.ndarray
+        int64, shape ``(height * width,)`` each.
+
+    Raises
+    ------
+    TypeError
+        If ``height`` or ``width`` is not an integer.
+    ValueError
+        If ``height`` or ``width`` is negative.
+
+    Examples
+    --------
+    >>> rows, cols = grid_positions(2, 3)
+    >>> rows.tolist(), cols.tolist()
+    ([0, 0, 0, 1, 1, 1], [0, 1, 2, 0, 1, 2])
+    """
+    h = check_count(height, "height")
+    w = check_count(width, "width")
+    s = np.arange(h * w, dtype=np.int64)
+    return s // max(w, 1), s % max(w, 1)
+
+
+def sinusoidal_encoding_2d(height, width, d_model, base=10000.0):
+    r"""The fixed 2-D sine-cosine position table of MAE, for a ``height x width`` grid.
+
+    Row ``s`` of the result encodes the patch at row ``r = s // width`` and column
+    ``c = s % width`` (raster order, as :func:`grid_positions`).  With ``q = d_model / 4``
+    and the frequencies :math:`\omega_i = \mathrm{base}^{-i/q}` (``i = 0 .. q - 1``):
+
+    .. math::
+
+       \mathrm{PE}[s] = \big(\sin c\,\omega,\ \cos c\,\omega,\
+                             \sin r\,\omega,\ \cos r\,\omega\big)
+
+    i.e. features ``[0, d/4)`` are the sines of the column, ``[d/4, d/2)`` its cosines,
+    ``[d/2, 3d/4)`` the sines of the row and ``[3d/4, d)`` its cosines.  This is the
+    layout of ``get_2d_sincos_pos_embed`` in the MAE code (He et al. 2022): there the
+    first half is built from ``grid[0]`` of ``np.meshgrid(grid_w, grid_h)``, which holds
+    the *column* index, although the variable is called ``emb_h``.
+
+    The dot product of two rows depends only on the offset ``(dr, dc)``:
+    :math:`\sum_i \cos(dc\,\omega_i) + \sum_i \cos(dr\,\omega_i)`.
+
+    Parameters
+    ----------
+    height, width : int
+        Grid size in patches, ``>= 0``.
+    d_model : int
+        Number of features, a positive multiple of 4.
+    base : float, default 10000.0
+        Finite and ``> 1``.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, shape ``(height * width, d_model)``.
+
+    Raises
+    ------
+    TypeError
+        If a size is not an integer or ``base`` is not real.
+    ValueError
+        If a size is negative, ``d_model`` is not a positive multiple of 4, or
+        ``base <= 1``.
+
+    Examples
+    --------
+    >>> pe = sinusoidal_encoding_2d(2, 3, 4)          # one frequency per axis
+    >>> pe[5].round(4)                                # row 1, column 2
+    array([ 0.9093, -0.4161,  0.8415,  0.5403])
+    """
+    h = check_count(height, "height")
+    w = check_count(width, "width")
+    d = _check_multiple_of_4(d_model, "d_model")
+    b = check_base(base)
+    rows, cols = grid_positions(h, w)
+    omega = inverse_frequencies(d // 2, b)  # base ** (-i / (d / 4))
+    col_angles = cols.astype(np.float64)[:, None] * omega[None, :]
+    row_angles = rows.astype(np.float64)[:, None] * omega[None, :]
+    return np.concatenate(
+        [np.sin(col_angles), np.cos(col_angles), np.sin(row_angles), np.cos(row_angles)],
+        axis=1,
+    )
+
+
+def _check_size(value, name):
+    if (
+        not isinstance(value, (tuple, list))
+        or len(value) != 2
+        or not all(isinstance(v, (numbers.Integral, np.integer)) and not isinstance(v, bool)
+                   for v in value)
+        or min(value) < 1
+    ):
+        raise ValueError(f"{name} must be a pair (height, width) of positive integers, "
+                         f"got {value!r}")
+    return int(value[0]), int(value[1])
+
+
+def resample_position_grid(table, old_size, new_size, *, num_prefix_tokens=0,
+                           antialias=True):
+    """Resize a learned ViT position table to another grid, by bicubic interpolation.
+
+    This is what timm's ``resample_abs_pos_embed`` does when a ViT is fine-tuned at a
+    new resolution: the first ``num_prefix_tokens`` rows (a class token, ...) are kept,
+    the other ``H * W`` rows are read as an ``H x W`` image with ``d`` channels (raster
+    order), resized with ``torch.nn.functional.interpolate(mode="bicubic",
+    antialias=True)`` (``align_corners=False``: cell centres are mapped onto cell
+    centres) and flattened back in raster order.  Unlike timm, which interpolates in
+    float32, the interpolation here runs in float64 for NumPy input and float64 tensors.
+
+    Parameters
+    ----------
+    table : numpy.ndarray or torch.Tensor
+        Shape ``(num_prefix_tokens + H * W, d)``, real floating point values.
+    old_size, new_size : tuple of int
+        ``(H, W)`` and ``(H', W')``, positive.
+    num_prefix_tokens : int, keyword-only, default 0
+        Rows at the start that are not part of the grid; copied unchanged.
+    antialias : bool, keyword-only, default True
+        Passed to ``interpolate`` (as in timm); it only matters when shrinking.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        Shape ``(num_prefix_tokens + H' * W', d)``; a NumPy table gives a float64 array,
+        a tensor a tensor of its own dtype and device.
+
+    Raises
+    ------
+    TypeError
+        If ``table`` does not hold floating-point numbers (NumPy integer tables are
+        accepted and converted).
+    ValueError
+        If ``table`` is not 2-D, a size is not a pair of positive integers, or the table
+        does not have ``num_prefix_tokens + H * W`` rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> table = np.arange(4.0).reshape(4, 1)          # a 2 x 2 grid, one feature
+    >>> resample_position_grid(table, (2, 2), (2, 2)).ravel().tolist()   # same size
+    [0.0, 1.0, 2.0, 3.0]
+    >>> resample_position_grid(np.ones((4, 3)), (2, 2), (3, 5)).shape
+    (15, 3)
+    """
+    import torch
+    import torch.nn.functional as F
+
+    h, w = _check_size(old_size, "old_size")
+    h2, w2 = _check_size(new_size, "new_size")
+    n_prefix = check_count(num_prefix_tokens, "num_prefix_tokens")
+    is_tensor = _is_tensor(table)
+    if is_tensor:
+        if not table.is_floating_point():
+            raise TypeError(f"table must be a floating-point tensor, got dtype {table.dtype}")
+        t = table
+    else:
+        arr = np.asarray(table)
+        if arr.dtype == np.bool_ or arr.dtype.kind not in "fiu":
+            raise TypeError(f"table must hold real numbers, got dtype {arr.dtype}")
+        t = torch.from_numpy(arr.astype(np.float64))
+    if t.ndim != 2:
+        raise ValueError(f"table must be 2-D (tokens, d), got shape {tuple(t.shape)}")
+    if t.shape[0] != n_prefix + h * w:
+        raise ValueError(
+            f"table must have num_prefix_tokens + H * W = {n_prefix} + {h} * {w} = "
+            f"{n_prefix + h * w} rows for old_size {(h, w)}, got {t.shape[0]}"
+        )
+    d = t.shape[1]
+    prefix, grid = t[:n_prefix], t[n_prefix:]
+    compute = grid if grid.dtype == torch.float64 else grid.float()
+    image = compute.reshape(1, h, w, d).permute(0, 3, 1, 2)  # (1, d, H, W)
+    resized = F.interpolate(image, size=(h2, w2), mode="bicubic", align_corners=False,
+                            antialias=bool(antialias))
+    out = resized.permute(0, 2, 3, 1).reshape(h2 * w2, d).to(t.dtype)
+    out = torch.cat([prefix, out], dim=0)
+    return out if is_tensor else out.numpy()
+
+
+def _axial_angles(rows, cols, d, base):
+    """Angles ``(seq, d/2)``: pairs ``[0, d/4)`` by the column, ``[d/4, d/2)`` by the row."""
+    omega = inverse_frequencies(d // 2, base)
+    return np.concatenate(
+        [cols.astype(np.float64)[:, None] * omega, rows.astype(np.float64)[:, None] * omega],
+        axis=1,
+    )
+
+
+def apply_rope_2d(x, rows, cols, *, base=10000.0, layout="interleaved"):
+    r"""Axial 2-D RoPE: rotate half the pairs by the column and half by the row.
+
+    ``x`` has ``d`` features, ``d / 2`` pairs (which features form pair ``j`` is the
+    ``layout``, exactly as in :func:`posenc.apply_rope`).  With ``q = d / 4`` and
+    :math:`\omega_i = \mathrm{base}^{-i/q}`, the token at row ``r`` and column ``c`` has
+    pair ``j < q`` rotated by :math:`c\,\omega_j` and pair ``q + j`` by
+    :math:`r\,\omega_j`.  This is the axial RoPE of Heo et al. (2024) (their
+    ``compute_axial_cis``: the first quarter of the complex pairs follows ``x``, the
+    column, the second ``y``, the row, with ``layout="interleaved"``; their default
+    base is 100).  Each rotation is a 1-D RoPE along one axis, so the score of a query
+    at ``(r, c)`` and a key at ``(r', c')`` depends only on ``(r' - r, c' - c)``.
+
+    Parameters
+    ----------
+    x : numpy.ndarray or torch.Tensor
+        Shape ``(..., seq, d)``, ``d`` a positive multiple of 4.
+    rows, cols : array_like of int or torch.Tensor
+        Shape ``(seq,)``: the row and column of each token (see :func:`grid_positions`).
+    base : float, keyword-only, default 10000.0
+        Finite and ``> 1``.
+    layout : {"interleaved", "half"}, keyword-only
+        Pairs ``(2j, 2j+1)`` or ``(j, j + d/2)``.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        Same shape as ``x``.  NumPy input gives float64 (or its own float dtype); a
+        tensor keeps its dtype and device (angles formed in float64, as in
+        :func:`posenc.apply_rope`).
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not real, ``rows`` or ``cols`` are not integers, ``base`` not real.
+    ValueError
+        If ``x`` has fewer than 2 dimensions or its last dimension is not a multiple of
+        4, ``rows`` or ``cols`` do not have shape ``(seq,)``, ``base <= 1`` or
+        ``layout`` is unknown.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> q, k = rng.normal(size=(2, 1, 8))
+    >>> def score(r, c, r2, c2):
+    ...     qr = apply_rope_2d(q, [r], [c])
+    ...     kr = apply_rope_2d(k, [r2], [c2])
+    ...     return float((qr @ kr.T)[0, 0])
+    >>> bool(np.isclose(score(1, 2, 4, 0), score(11, 7, 14, 5)))    # offset (3, -2)
+    True
+    """
+    b = check_base(base)
+    layout = check_layout(layout)
+    tensor = _is_tensor(x)
+    if tensor:
+        if not x.is_floating_point():
+            raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
+        shape = tuple(x.shape)
+    else:
+        arr = np.asarray(x)
+        if arr.dtype == np.bool_ or arr.dtype.kind not in "fiu":
+            raise TypeError(f"x must hold real numbers, got dtype {arr.dtype}")
+        shape = arr.shape
+    if len(shape) < 2:
+        raise ValueError(f"x must have at least 2 dimensions (..., seq, d), got shape {shape}")
+    d = shape[-1]
+    if d < 4 or d % 4:
+        raise ValueError(
+            f"the last dimension of x must be a positive multiple of 4 (half the pairs for "
+            f"the rows, half for the columns), got {d}"
+        )
+    seq = shape[-2]
+    r = check_positions(rows, seq, "rows")
+    c = check_positions(cols, seq, "cols")
+    angles = _axial_angles(r, c, d, b)
+    if not tensor:
+        out = rotate_pairs(arr, angles, layout=layout)
+        return out.astype(arr.dtype if arr.dtype.kind == "f" else np.float64, copy=False)
+    import torch
+
+    compute = _compute_dtype(x.dtype)
+    if layout == "interleaved":
+        cdtype = torch.complex64 if compute == torch.float32 else torch.complex128
+        tables = torch.from_numpy(np.cos(angles) + 1j * np.sin(angles)).to(x.device, cdtype)
+    else:
+        tables = (torch.from_numpy(np.cos(angles)).to(x.device, compute),
+                  torch.from_numpy(np.sin(angles)).to(x.device, compute))
+    return _rotate_tensor(x, tables, d, layout)
+
+
+# --------------------------------------------------------------------------------------
+# M-RoPE (Qwen2-VL) and its interleaved variant (Qwen3-VL)
+# --------------------------------------------------------------------------------------
+
+
+def _check_sections(mrope_section, n_pairs=None, *, interleaved=False):
+    ok = isinstance(mrope_section, (tuple, list, np.ndarray)) and len(mrope_section) == 3
+    if ok:
+        ok = all(isinstance(s, (numbers.Integral, np.integer)) and not isinstance(s, bool)
+                 and s >= 0 for s in mrope_section)
+    if not ok:
+        raise ValueError(
+            f"mrope_section must be 3 non-negative integers (pairs for time, height, width), "
+            f"got {mrope_section!r}"
+        )
+    sec = tuple(int(s) for s in mrope_section)
+    total = sum(sec)
+    if total < 1:
+        raise ValueError(f"mrope_section must sum to at least 1, got {sec}")
+    if n_pairs is not None and total != n_pairs:
+        raise ValueError(
+            f"mrope_section must sum to dim // 2 = {n_pairs} (one entry per pair), got "
+            f"{sec} with sum {total}"
+        )
+    if interleaved and (3 * sec[1] - 1 > total or 3 * sec[2] > total):
+        raise ValueError(
+            f"mrope_section {sec}: the interleaved split gives pair j to height if "
+            f"j % 3 == 1 and j < 3 * {sec[1]}, to width if j % 3 == 2 and j < 3 * {sec[2]}; "
+            f"it needs 3 * height - 1 <= {total} and 3 * width <= {total} so that each "
+            f"component gets the number of pairs its section names"
+        )
+    return sec
+
+
+def mrope_pair_components(mrope_section, *, interleaved=False):
+    """Which position component (0 time, 1 height, 2 width) rotates each pair in M-RoPE.
+
+    Qwen2-VL (``interleaved=False``) gives the pairs out in contiguous blocks: the first
+    ``mrope_section[0]`` pairs (the highest frequencies) follow the time id, the next
+    ``mrope_section[1]`` the height id, the last ``mrope_section[2]`` the width id
+    (transformers' ``Qwen2VLRotaryEmbedding``).  Qwen3-VL (``interleaved=True``) deals
+    them out in turn: pair ``j`` follows height if ``j % 3 == 1`` and
+    ``j < 3 * mrope_section[1]``, width if ``j % 3 == 2`` and ``j < 3 * mrope_section[2]``,
+    time otherwise (transformers' ``Qwen3VLTextRotaryEmbedding``), so every component
+    gets high and low frequencies.
+
+    Parameters
+    ----------
+    mrope_section : sequence of 3 int
+        Pairs for time, height and width, e.g. ``[16, 24, 24]`` (Qwen2-VL,
+        ``head_dim = 128``) or ``[24, 20, 20]`` (Qwen3-VL).
+    interleaved : bool, keyword-only, default False
+
+    Returns
+    -------
+    numpy.ndarray
+        int64, shape ``(sum(mrope_section),)``, values in ``{0, 1, 2}``.
+
+    Raises
+    ------
+    ValueError
+        If ``mrope_section`` is not 3 non-negative integers with a positive sum, or
+        (interleaved) a height or width section is too large for the split to give it
+        that many pairs.
+
+    Examples
+    --------
+    >>> mrope_pair_components([2, 3, 3]).tolist()
+    [0, 0, 1, 1, 1, 2, 2, 2]
+    >>> mrope_pair_components([4, 2, 2], interleaved=True).tolist()
+    [0, 1, 2, 0, 1, 2, 0, 0]
+    """
+    sec = _check_sections(mrope_section, interleaved=interleaved)
+    n = sum(sec)
+    if not interleaved:
+        return np.repeat(np.arange(3, dtype=np.int64), sec)
+    j = np.arange(n, dtype=np.int64)
+    comp = np.zeros(n, dtype=np.int64)
+    comp[(j % 3 == 1) & (j < 3 * sec[1])] = 1
+    comp[(j % 3 == 2) & (j < 3 * sec[2])] = 2
+    return comp
+
+
+def mrope_position_ids(segments, *, start=0):
+    """M-RoPE position ids ``(time, height, width)`` for a prompt of text and images.
+
+    ``segments`` lists the parts of the prompt in order: an int ``n`` is a run of ``n``
+    text tokens, a pair ``(h, w)`` an image of ``h x w`` tokens (the grid the language
+    model sees, after the vision encoder's patch merging), in raster order.  The rule of
+    Qwen2-VL (Wang et al. 2024; transformers' ``Qwen2VLModel.get_rope_index``):
+
+    * a text token gets the same id in all three components, one more than the token
+      before it;
+    * an image starting at id ``p`` gives its token at row ``i``, column ``j`` the ids
+      ``(p, p + i, p + j)``;
+    * the text after an image continues at ``p + max(h, w)``, one past the image's
+      largest id.
+
+    Parameters
+    ----------
+    segments : sequence
+        Ints ``>= 0`` (text runs) and pairs ``(h, w)`` of positive ints (images).
+    start : int, keyword-only, default 0
+        The id of the first token.
+
+    Returns
+    -------
+    numpy.ndarray
+        int64, shape ``(3, seq)`` with ``seq`` the total number of tokens.
+
+    Raises
+    ------
+    TypeError
+        If ``start`` is not an integer.
+    ValueError
+        If ``segments`` is not a sequence or one of its entries is neither a
+        non-negative int nor a pair of positive ints.
+
+    Examples
+    --------
+    >>> mrope_position_ids([2, (2, 3), 1]).tolist()
+    [[0, 1, 2, 2, 2, 2, 2, 2, 5], [0, 1, 2, 2, 2, 3, 3, 3, 5], [0, 1, 2, 3, 4, 2, 3, 4, 5]]
+    """
+    p = int(start) if isinstance(start, (numbers.Integral, np.integer)) and not isinstance(
+        start, bool) else None
+    if p is None:
+        raise TypeError(f"start must be an integer, got {type(start).__name__} {start!r}")
+    if isinstance(segments, (str, bytes)) or not isinstance(segments, (list, tuple)):
+        raise ValueError(f"segments must be a list of ints (text) and (h, w) pairs (images), "
+                         f"got {segments!r}")
+    parts = []
+    for k, seg in enumerate(segments):
+        if isinstance(seg, (numbers.Integral, np.integer)) and not isinstance(seg, bool):
+            if seg < 0:
+                raise ValueError(f"segments[{k}]: a text run must be >= 0 tokens, got {seg}")
+            parts.append(np.broadcast_to(p + np.arange(int(seg), dtype=np.int64), (3, int(seg))))
+            p += int(seg)
+        elif (isinstance(seg, (tuple, list)) and len(seg) == 2
+              and all(isinstance(v, (numbers.Integral, np.integer)) and not isinstance(v, bool)
+                      and v >= 1 for v in seg)):
+            h, w = int(seg[0]), int(seg[1])
+            rows, cols = grid_positions(h, w)
+            parts.append(np.stack([np.full(h * w, p, dtype=np.int64), p + rows, p + cols]))
+            p += max(h, w)
+        else:
+            raise ValueError(
+                f"segments[{k}] must be an int >= 0 (text tokens) or a pair (h, w) of "
+                f"positive ints (an image), got {seg!r}"
+            )
+    if not parts:
+        return np.zeros((3, 0), dtype=np.int64)
+    return np.concatenate(parts, axis=1)
+
+
+def apply_mrope(x, position_ids, *, mrope_section, base=10000.0, interleaved=False):
+    r"""Multimodal RoPE (M-RoPE) of Qwen2-VL, for queries or keys in the half layout.
+
+    ``x`` has ``dim`` features and ``dim / 2`` pairs ``(i, i + dim/2)`` (the half layout
+    of transformers' ``rotate_half``), pair ``i`` with the frequency
+    :math:`\theta_i = \mathrm{base}^{-2i/\mathrm{dim}}` of ordinary RoPE.  Each token has
+    three position ids (time, height, width; see :func:`mrope_position_ids`), and pair
+    ``i`` is rotated by :math:`p_{c(i)}\,\theta_i`, where the component ``c(i)`` comes
+    from ``mrope_section`` (:func:`mrope_pair_components`).
+
+    With ``interleaved=False`` this equals transformers 5.23.0's
+    ``Qwen2VLRotaryEmbedding`` (its ``recomposition_frequencies`` splits the ``dim / 2``
+    angles into the three sections and concatenates the result twice, once per half)
+    followed by ``apply_rotary_pos_emb``; with ``interleaved=True`` it equals
+    ``Qwen3VLTextRotaryEmbedding``.  Angles are formed in float64 (transformers forms
+    them in float32); float16 and bfloat16 are computed in float32 and rounded once.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        Shape ``(batch, heads, seq, dim)``, floating point, ``dim`` even.
+    position_ids : torch.Tensor or array_like of int
+        Shape ``(3, batch, seq)``: time, height and width id of every token.
+    mrope_section : sequence of 3 int, keyword-only
+        Pairs per component, summing to ``dim // 2`` (e.g. ``[16, 24, 24]`` for
+        ``dim = 128``).
+    base : float, keyword-only, default 10000.0
+        ``rope_theta``; finite and ``> 1``.
+    interleaved : bool, keyword-only, default False
+        Qwen3-VL's interleaved split instead of Qwen2-VL's contiguous one.
+
+    Returns
+    -------
+    torch.Tensor
+        Same shape, dtype and device as ``x``.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not a floating-point tensor, ``position_ids`` not integers or
+        ``base`` not real.
+    ValueError
+        If ``x`` is not 4-D or ``dim`` is odd, ``position_ids`` does not have shape
+        ``(3, batch, seq)``, or ``mrope_section`` is not 3 non-negative integers summing
+        to ``dim // 2``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> x = torch.ones(1, 1, 3, 4, dtype=torch.float64)
+    >>> ids = torch.tensor([[[0, 1, 2]], [[0, 1, 2]], [[0, 1, 2]]])    # text only
+    >>> import posenc
+    >>> same = posenc.apply_rope(x, [0, 1, 2], layout="half")       # = 1-D RoPE
+    >>> bool(torch.allclose(apply_mrope(x, ids, mrope_section=[1, 0, 1]), same))
+    True
+    """
+    import torch
+
+    b = check_base(base)
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
+    if x.ndim != 4:
+        raise ValueError(f"x must be 4-D (batch, heads, seq, dim), got shape {tuple(x.shape)}")
+    batch, _, seq, dim = x.shape
+    if dim < 2 or dim % 2:
+        raise ValueError(f"the last dimension of x (dim) must be a positive even number, "
+                         f"got {dim}")
+    sec = _check_sections(mrope_section, dim // 2, interleaved=bool(interleaved))
+    if isinstance(position_ids, torch.Tensor):
+        if position_ids.dtype == torch.bool or position_ids.is_floating_point() \
+                or position_ids.is_complex():
+            raise TypeError(f"position_ids must be integers, got dtype {position_ids.dtype}")
+        ids = position_ids.detach().to("cpu").numpy()
+    else:
+        ids = np.asarray(position_ids)
+        if ids.dtype == np.bool_ or not np.issubdtype(ids.dtype, np.integer):
+            raise TypeError(f"position_ids must be integers, got dtype {ids.dtype}")
+    if ids.shape != (3, batch, seq):
+        raise ValueError(
+            f"position_ids must have shape (3, batch, seq) = (3, {batch}, {seq}) (time, "
+            f"height, width ids of every token of x), got {tuple(ids.shape)}"
+        )
+    comp = mrope_pair_components(sec, interleaved=bool(interleaved))  # (dim/2,)
+    theta = inverse_frequencies(dim, b)
+    # ids[comp[i], b, s] for every pair i: (batch, seq, dim/2)
+    chosen = np.moveaxis(ids.astype(np.int64)[comp], 0, -1)
+    angles = chosen.astype(np.float64) * theta  # float64, (batch, seq, dim/2)
+    compute = _compute_dtype(x.dtype)
+    cos = torch.from_numpy(np.cos(angles)).to(x.device, compute).unsqueeze(1)
+    sin = torch.from_numpy(np.sin(angles)).to(x.device, compute).unsqueeze(1)
+    xc = x if x.dtype == compute else x.to(compute)
+    out = _rotate_half_torch(xc, cos, sin, dim)
+    return out if out.dtype == x.dtype else out.to(x.dtype)
