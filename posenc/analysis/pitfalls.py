@@ -30,10 +30,10 @@ __all__ = [
     "pe_pair_loop",
     "pe_half_loop",
     "pe_broadcast",
-    "pe_seed001_style",
-    "pe_seed001_rows",
-    "pe_seed003_style",
-    "Seed003Encoder",
+    "pe_square_base1000",
+    "pe_base1000_rows",
+    "pe_tutorial_loop",
+    "HalfRenamedEncoder",
 ]
 
 
@@ -215,8 +215,8 @@ def pe_broadcast(n_positions, d_model, base=10000.0):
     return pe
 
 
-def pe_seed001_style(d_model=512):
-    """WRONG in four ways: the loop of the book's source note 001, in other words.
+def pe_square_base1000(d_model=512):
+    """WRONG in four ways: base 1000, a square table, a doubled and a mismatched exponent.
 
     The table has ``d_model`` rows (the number of positions is tied to the width), the
     base is 1000, the sine exponent is ``4i/d`` (the step of 2 counted twice) and the
@@ -224,7 +224,7 @@ def pe_seed001_style(d_model=512):
 
     Examples
     --------
-    >>> pe_seed001_style(8).shape
+    >>> pe_square_base1000(8).shape
     (8, 8)
     """
     table = np.zeros((d_model, d_model))     # BUG: d_model positions
@@ -237,20 +237,20 @@ def pe_seed001_style(d_model=512):
     return table
 
 
-def pe_seed001_rows(n_positions, d_model):
-    """WRONG: the frequencies of :func:`pe_seed001_style`, for any number of positions.
+def pe_base1000_rows(n_positions, d_model):
+    """WRONG: the frequencies of :func:`pe_square_base1000`, for any number of positions.
 
     The same base 1000, sine exponent ``4i/d`` and cosine exponent ``(4i+2)/d``, without
     the table-size bug, so that the shift from one row to the next can be measured over
     more positions than there are columns.  On its first ``d_model`` rows it is the
-    table of :func:`pe_seed001_style`.
+    table of :func:`pe_square_base1000`.
 
     Examples
     --------
     >>> import numpy as np
-    >>> bool(np.allclose(pe_seed001_rows(8, 8), pe_seed001_style(8), rtol=0, atol=1e-12))
+    >>> bool(np.allclose(pe_base1000_rows(8, 8), pe_square_base1000(8), rtol=0, atol=1e-12))
     True
-    >>> pe_seed001_rows(100, 8).shape
+    >>> pe_base1000_rows(100, 8).shape
     (100, 8)
     """
     pos = np.arange(n_positions)[:, None]
@@ -261,15 +261,17 @@ def pe_seed001_rows(n_positions, d_model):
     return table
 
 
-def pe_seed003_style(max_len, d_model):
-    """WRONG in two ways: the loop of source note 003 (and a widely copied tutorial).
+def pe_tutorial_loop(max_len, d_model):
+    """WRONG in two ways: the loop of a widely copied PyTorch tutorial.
 
     The column index ``i`` steps by 2 and is doubled again in the exponent, and the
-    cosine column uses ``2(i+1)/d``, the exponent of the next pair.
+    cosine column uses ``2(i+1)/d``, the exponent of the next pair (the code of
+    ``Embed.py`` in the SamLynnEvans/Transformer repository, reported in its issues #7
+    and #25).
 
     Examples
     --------
-    >>> pe_seed003_style(4, 8).shape
+    >>> pe_tutorial_loop(4, 8).shape
     (4, 8)
     """
     table = np.zeros((max_len, d_model))
@@ -282,15 +284,16 @@ def pe_seed003_style(max_len, d_model):
     return table
 
 
-class Seed003Encoder:
+class HalfRenamedEncoder:
     """WRONG: the constructor refers to a name that is defined nowhere.
 
-    Source note 003's module builds its dropout layer from ``dropout_prob``, which is
-    neither an argument nor a global, so the class cannot even be instantiated.
+    The dropout layer is built from ``dropout_prob``, which is neither an argument nor
+    a global (a parameter renamed in the signature but not in the body), so the class
+    cannot even be instantiated.
 
     Examples
     --------
-    >>> Seed003Encoder(8)
+    >>> HalfRenamedEncoder(8)
     Traceback (most recent call last):
     ...
     NameError: name 'dropout_prob' is not defined
@@ -298,4 +301,4 @@ class Seed003Encoder:
 
     def __init__(self, d_model, max_len=100):
         self.dropout_p = dropout_prob   # noqa: F821  BUG: undefined
-        self.table = pe_seed003_style(max_len, d_model)
+        self.table = pe_tutorial_loop(max_len, d_model)

@@ -22,7 +22,7 @@ import math
 import os
 from pathlib import Path
 
-from ._style import add_labels, label, new_figure
+from ._style import LABELS, add_labels, get_language, label, new_figure
 
 __all__ = [
     "load_bench_results",
@@ -42,34 +42,34 @@ SCHEMA = 1
 RESULTS_RELPATH = Path("benchmarks") / "results.json"
 
 add_labels({
-    "bench_clone": {"en": "x.clone() (floor)", "zh": "x.clone()（下限）"},
+    "bench_clone": {"en": "x.clone() (reference)", "zh": "x.clone()（参照）"},
     "bench_copy_into": {"en": "out.copy_(x), preallocated", "zh": "out.copy_(x)（预分配输出）"},
-    "bench_posenc_half": {"en": "posenc, half", "zh": "posenc（half 布局）"},
-    "bench_posenc_interleaved": {"en": "posenc, interleaved", "zh": "posenc（interleaved 布局）"},
+    "bench_posenc_half": {"en": "posenc, half", "zh": "posenc（对半布局）"},
+    "bench_posenc_interleaved": {"en": "posenc, interleaved", "zh": "posenc（交错布局）"},
     "bench_rotate_half": {"en": "rotate_half formula (Hugging Face)",
                           "zh": "rotate_half 公式（Hugging Face）"},
     "bench_complex": {"en": "complex multiply (Meta Llama)", "zh": "复数乘法（Meta Llama）"},
     "bench_rotary_embedding_torch": {"en": "rotary-embedding-torch",
                                      "zh": "rotary-embedding-torch"},
-    "bench_fused_half": {"en": "prototype: fused half", "zh": "原型：融合 half"},
+    "bench_fused_half": {"en": "prototype: fused half", "zh": "原型：融合，对半布局"},
     "bench_fused_interleaved": {"en": "prototype: fused interleaved",
-                                "zh": "原型：融合 interleaved"},
-    "bench_compiled_half": {"en": "posenc compiled, half", "zh": "posenc 编译版（half）"},
+                                "zh": "原型：融合，交错布局"},
+    "bench_compiled_half": {"en": "posenc compiled, half", "zh": "posenc 编译版（对半布局）"},
     "bench_compiled_interleaved": {"en": "posenc compiled, interleaved",
-                                   "zh": "posenc 编译版（interleaved）"},
+                                   "zh": "posenc 编译版（交错布局）"},
     "bench_ratio_axis": {"en": "time ÷ time of x.clone()  (log scale; lower is faster)",
                          "zh": "耗时 ÷ x.clone() 耗时（对数刻度，越低越快）"},
-    "bench_floor_line": {"en": "floor: 1.3 × clone", "zh": "下限：1.3 × clone"},
-    "bench_kind_floor": {"en": "memory floor", "zh": "内存带宽下限"},
+    "bench_floor_line": {"en": "floor: 1.3 × clone", "zh": "底线：1.3 × x.clone()"},
+    "bench_kind_floor": {"en": "memory copies (reference)", "zh": "内存复制（参照）"},
     "bench_kind_posenc": {"en": "posenc", "zh": "posenc"},
     "bench_kind_peer": {"en": "peers", "zh": "同类实现"},
-    "bench_kind_prototype": {"en": "eager prototype", "zh": "eager 原型"},
+    "bench_kind_prototype": {"en": "eager prototype", "zh": "即时执行的原型"},
     "bench_kind_compiled": {"en": "posenc, compiled (opt-in)", "zh": "posenc 编译版（可选）"},
     "bench_col_impl": {"en": "implementation", "zh": "实现"},
     "bench_col_layout": {"en": "layout", "zh": "布局"},
     "bench_col_median": {"en": "median (ms)", "zh": "中位数（毫秒）"},
     "bench_col_iqr": {"en": "IQR (ms)", "zh": "四分位距（毫秒）"},
-    "bench_col_vs_clone": {"en": "÷ clone", "zh": "÷ clone"},
+    "bench_col_vs_clone": {"en": "÷ clone", "zh": "÷ x.clone()"},
     "bench_col_vs_rh": {"en": "speed-up vs rotate_half", "zh": "相对 rotate_half 的加速比"},
     "bench_col_moved": {"en": "bytes moved ÷ input", "zh": "读写字节 ÷ 输入"},
     "bench_col_alloc": {"en": "bytes allocated ÷ input", "zh": "新分配字节 ÷ 输入"},
@@ -79,7 +79,7 @@ add_labels({
     "bench_col_predicted": {"en": "predicted (ms)", "zh": "预测（毫秒）"},
     "bench_col_measured": {"en": "measured (ms)", "zh": "实测（毫秒）"},
     "bench_col_case": {"en": "case", "zh": "场景"},
-    "bench_col_floor": {"en": "floor", "zh": "指标"},
+    "bench_col_floor": {"en": "floor", "zh": "底线"},
     "bench_col_value": {"en": "measured", "zh": "实测"},
     "bench_col_required": {"en": "required", "zh": "要求"},
     "bench_col_status": {"en": "status", "zh": "结果"},
@@ -100,15 +100,17 @@ add_labels({
     "bench_col_executed": {"en": "notebooks executed", "zh": "重新执行的页面"},
     "bench_col_item": {"en": "", "zh": ""},
     "bench_none": {"en": "none", "zh": "无"},
+    "bench_layout_half": {"en": "half", "zh": "对半"},
+    "bench_layout_interleaved": {"en": "interleaved", "zh": "交错"},
     "bench_no_build": {"en": "no build benchmark in results.json yet: run `nox -s bench`",
                        "zh": "results.json 里还没有构建基准：请运行 `nox -s bench`"},
     "bench_pass": {"en": "PASS", "zh": "通过"},
     "bench_fail": {"en": "FAIL", "zh": "未通过"},
     "bench_unavailable": {"en": "unavailable", "zh": "不可用"},
     "bench_floor_interleaved_vs_clone": {"en": "interleaved within {t:g}× of clone()",
-                                         "zh": "interleaved 不超过 clone() 的 {t:g} 倍"},
+                                         "zh": "交错布局不超过 x.clone() 的 {t:g} 倍"},
     "bench_floor_half_vs_rotate_half": {"en": "half at least {t:g}× faster than rotate_half",
-                                        "zh": "half 至少比 rotate_half 快 {t:g} 倍"},
+                                        "zh": "对半布局至少比 rotate_half 快 {t:g} 倍"},
     "bench_floor_posenc_vs_peers": {"en": "no posenc layout slower than any peer",
                                     "zh": "posenc 的任一布局都不慢于任何同类实现"},
     "bench_step_cold": {"en": "cold (empty cache)", "zh": "冷构建（缓存为空）"},
@@ -355,7 +357,7 @@ def bench_ratio_figure(results, case_ids=("fp32_2048", "fp32_16384", "bf16_2048"
     """Bar chart: every implementation's per-call time divided by that of ``x.clone()``.
 
     One panel per case; bars coloured by kind (posenc, peers, eager prototypes,
-    ``torch.compile``, the memory floors); whiskers span the inter-quartile range.  The
+    ``torch.compile``, the memory copies); whiskers span the inter-quartile range.  The
     dashed line marks the 1.3 × clone floor set for the interleaved layout.
 
     Parameters
@@ -413,7 +415,8 @@ def bench_ratio_figure(results, case_ids=("fp32_2048", "fp32_16384", "bf16_2048"
     handles = [Patch(color=col, label=label("bench_kind_" + kind))
                for kind, col in _KIND_COLOR.items()]
     handles.append(axes[0, 0].get_legend_handles_labels()[0][0])
-    axes[0, 0].legend(handles=handles, fontsize=7, loc="lower right", frameon=True)
+    # above the panels, so that no bar or value label is hidden behind it
+    fig.legend(handles=handles, fontsize=7, loc="outside upper center", ncol=3, frameon=False)
     return fig
 
 
@@ -449,11 +452,11 @@ def bench_rope_table(results, case_id="fp32_2048"):
                     if c["name"] in _ORDER else 99):
         name = label("bench_" + c["name"])
         if "time" not in c:
-            rows.append([name, c["layout"], label("bench_unavailable")] + ["–"] * 6)
+            rows.append([name, _layout(c["layout"]), label("bench_unavailable")] + ["–"] * 6)
             continue
         t = c["time"]
         rows.append([
-            name, c["layout"], _ms(t["median"]), _ms(t["iqr"]), _fmt(c["vs_clone"]),
+            name, _layout(c["layout"]), _ms(t["median"]), _ms(t["iqr"]), _fmt(c["vs_clone"]),
             _fmt(c["speedup_vs_rotate_half"]), _fmt(c.get("bytes_moved_per_input_byte")),
             _fmt(c.get("peak_extra_per_input_byte")),
             _fmt(c.get("max_abs_error"), ".1e"),
@@ -462,6 +465,12 @@ def bench_rope_table(results, case_id="fp32_2048"):
                                  "bench_col_iqr", "bench_col_vs_clone", "bench_col_vs_rh",
                                  "bench_col_moved", "bench_col_peak", "bench_col_error")]
     return _table(header, rows, "llrrrrrrr")
+
+
+def _layout(name):
+    """A layout name as the table shows it, in the page's language ("-" stays "-")."""
+    key = "bench_layout_" + str(name)
+    return label(key) if key in LABELS else name
 
 
 def bench_arithmetic_table(results, case_id="fp32_2048"):
@@ -506,8 +515,12 @@ def bench_floor_table(results):
     for f in results["floors"]:
         value = _fmt(f["value"])
         if f.get("worst_pair") and f["worst_pair"][0]:
-            value += f" ({label('bench_' + f['worst_pair'][0])} ÷ {label('bench_' + f['worst_pair'][1])})"
-        best = (f"{label('bench_' + f['best_alternative'])}: {_fmt(f['best_alternative_value'])}"
+            first, second = (label("bench_" + name) for name in f["worst_pair"][:2])
+            pair = f"{first} ÷ {second}"
+            value += f"（{pair}）" if get_language() == "zh" else f" ({pair})"
+        colon = "：" if get_language() == "zh" else ": "
+        best = (f"{label('bench_' + f['best_alternative'])}{colon}"
+                f"{_fmt(f['best_alternative_value'])}"
                 if f.get("best_alternative") else "–")
         status = label("bench_pass") if f["passed"] else label("bench_fail")
         rows.append([titles.get(f["case"], f["case"]),

@@ -16,7 +16,7 @@ __all__ = [
     "shift_residual_figure",
     "layout_probe_figure",
     "low_precision_figure",
-    "seed_heatmaps_figure",
+    "buggy_tables_figure",
 ]
 
 add_labels({
@@ -44,8 +44,8 @@ add_labels({
     "pit_dim": {"en": "dimension $j$", "zh": "维度 $j$"},
     "pit_pos": {"en": "position $p$", "zh": "位置 $p$"},
     "pit_title_correct": {"en": "correct (posenc)", "zh": "正确（posenc）"},
-    "pit_title_003": {"en": "note 003's loop", "zh": "笔记 003 的循环"},
-    "pit_title_001": {"en": "note 001's loop (base 1000)", "zh": "笔记 001 的循环（基数 1000）"},
+    "pit_title_tutorial": {"en": "the tutorial's loop", "zh": "教程里的循环"},
+    "pit_title_square": {"en": "all four bugs (base 1000)", "zh": "四处错误齐犯（基数 1000）"},
 })
 
 
@@ -188,7 +188,7 @@ def low_precision_figure(positions, stored, errors):
     return fig
 
 
-def seed_heatmaps_figure(tables, titles):
+def buggy_tables_figure(tables, titles):
     """Encoding tables side by side as heatmaps (position down, dimension across).
 
     Parameters
@@ -205,8 +205,8 @@ def seed_heatmaps_figure(tables, titles):
     Examples
     --------
     >>> import numpy as np
-    >>> keys = ["pit_title_correct", "pit_title_003"]
-    >>> len(seed_heatmaps_figure([np.zeros((4, 4))] * 2, keys).axes)
+    >>> keys = ["pit_title_correct", "pit_title_tutorial"]
+    >>> len(buggy_tables_figure([np.zeros((4, 4))] * 2, keys).axes)
     3
     """
     fig, axes = new_figure(1, len(tables), figsize=(3.4 * len(tables) + 0.8, 3.6), squeeze=False)

@@ -38,7 +38,7 @@ add_labels({
                         "zh": "随机 $\\mathbf{q}, \\mathbf{k}$ 分数的均方根"},
     "rope_mean_self": {"en": "mean score, $\\mathbf{k} = \\mathbf{q}$",
                        "zh": "平均分数，$\\mathbf{k} = \\mathbf{q}$"},
-    "rope_pair_index": {"en": "pair $j$", "zh": "分量对 $j$"},
+    "rope_pair_index": {"en": "pair $j$", "zh": "维度对 $j$"},
     "rope_wavelength": {"en": "wavelength $\\lambda_j$ (tokens)", "zh": "波长 $\\lambda_j$（词元）"},
     "rope_base": {"en": "base", "zh": "基数"},
     "rope_tokens": {"en": "tokens", "zh": "个词元"},
@@ -56,21 +56,21 @@ add_labels({
     "rope_float16_overflow": {"en": "float16 overflows", "zh": "float16 溢出"},
     "rope_tbl_formula": {"en": "formula", "zh": "写法"},
     "rope_tbl_kernels": {"en": "kernels", "zh": "内核"},
-    "rope_tbl_read": {"en": "read (× x)", "zh": "读 (× x)"},
-    "rope_tbl_written": {"en": "written (× x)", "zh": "写 (× x)"},
-    "rope_tbl_total": {"en": "total (× x)", "zh": "合计 (× x)"},
-    "rope_tbl_case": {"en": "case", "zh": "用例"},
+    "rope_tbl_read": {"en": "read (× x)", "zh": "读（× x）"},
+    "rope_tbl_written": {"en": "written (× x)", "zh": "写（× x）"},
+    "rope_tbl_total": {"en": "total (× x)", "zh": "合计（× x）"},
+    "rope_tbl_case": {"en": "case", "zh": "场景"},
     "rope_tbl_impl": {"en": "implementation", "zh": "实现"},
     "rope_tbl_layout": {"en": "layout", "zh": "布局"},
     "rope_tbl_median": {"en": "median (ms)", "zh": "中位数（毫秒）"},
-    "rope_tbl_vs_clone": {"en": "× clone", "zh": "× clone"},
+    "rope_tbl_vs_clone": {"en": "× clone", "zh": "× x.clone()"},
     "rope_tbl_speedup": {"en": "speed-up vs rotate_half", "zh": "相对 rotate_half 的加速比"},
     "rope_tbl_measured_on": {"en": "Measured on {cpu}, {threads} threads.",
                              "zh": "测量环境：{cpu}，{threads} 个线程。"},
     "rope_tbl_missing": {"en": "benchmarks/results.json was not present when this page was "
                                "built; run nox -s bench to create it.",
-                         "zh": "构建本页时 benchmarks/results.json 还不存在；运行 nox -s bench "
-                               "即可生成。"},
+                         "zh": "构建本页时 benchmarks/results.json 还不存在；运行基准测试"
+                               "（nox -s bench）即可生成。"},
 })
 
 

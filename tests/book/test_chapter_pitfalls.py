@@ -103,40 +103,40 @@ def test_cos_own_index_has_no_linear_shift():
     assert bad.column_residuals[0] == pytest.approx(np.sin(1.0), abs=0.01)
 
 
-def test_seed_loops_share_the_sine_column_0_only():
+def test_buggy_loops_share_the_sine_column_0_only():
     good = sinusoidal_encoding(512, 512)
-    for table in (pit.pe_seed001_style(512), pit.pe_seed003_style(512, 512)):
+    for table in (pit.pe_square_base1000(512), pit.pe_tutorial_loop(512, 512)):
         same = np.all(np.isclose(table, good, atol=1e-12), axis=0)
         assert same.sum() == 1 and same[0]
     flat = [int(np.sum(np.ptp(t, axis=0) < 0.1))
-            for t in (good, pit.pe_seed003_style(512, 512), pit.pe_seed001_style(512))]
+            for t in (good, pit.pe_tutorial_loop(512, 512), pit.pe_square_base1000(512))]
     assert flat == [78, 295, 223]
 
 
-def test_seed_loops_have_no_linear_shift():
-    """Both notes' own loops, not only the (2i+1)/d variant, lose the linear shift."""
+def test_buggy_loops_have_no_linear_shift():
+    """The tutorial loop and the base-1000 loop, not only the (2i+1)/d variant, lose the shift."""
     n, d = 2048, 64
-    r003 = fit_shift(pit.pe_seed003_style(n, d), 1).relative_residual
-    r001 = fit_shift(pit.pe_seed001_rows(n, d), 1).relative_residual
-    assert 0.15 < r003 < 0.19
-    assert 0.17 < r001 < 0.21
+    r_tutorial = fit_shift(pit.pe_tutorial_loop(n, d), 1).relative_residual
+    r_square = fit_shift(pit.pe_base1000_rows(n, d), 1).relative_residual
+    assert 0.15 < r_tutorial < 0.19
+    assert 0.17 < r_square < 0.21
     assert fit_shift(sinusoidal_encoding(n, d), 1).relative_residual < 1e-10
 
 
 @settings(max_examples=20, deadline=None)
 @given(st.integers(1, 40).map(lambda h: 2 * h), st.integers(0, 60))
-def test_seed001_rows_is_the_seed001_table_extended(d, extra):
-    rows = pit.pe_seed001_rows(d + extra, d)
+def test_base1000_rows_is_the_square_table_extended(d, extra):
+    rows = pit.pe_base1000_rows(d + extra, d)
     assert rows.shape == (d + extra, d)
-    np.testing.assert_allclose(rows[:d], pit.pe_seed001_style(d), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(rows[:d], pit.pe_square_base1000(d), rtol=0, atol=1e-12)
     p = np.arange(d + extra)
     i = d // 2 - 1                               # the last pair, from the formula
     np.testing.assert_allclose(rows[:, -2], np.sin(p / 1000 ** (4 * i / d)), atol=1e-12)
     np.testing.assert_allclose(rows[:, -1], np.cos(p / 1000 ** ((4 * i + 2) / d)), atol=1e-12)
 
 
-def test_seed_003_loop_is_double_step_plus_next_pair_cosine():
-    t = pit.pe_seed003_style(50, 16)
+def test_tutorial_loop_is_double_step_plus_next_pair_cosine():
+    t = pit.pe_tutorial_loop(50, 16)
     p = np.arange(50)
     for c in range(0, 16, 2):
         np.testing.assert_allclose(t[:, c], np.sin(p / 10000 ** (2 * c / 16)), atol=1e-12)
@@ -224,16 +224,24 @@ def test_odd_width_naive_versions_and_posenc():
         sinusoidal_encoding(4, 7)
 
 
-# -- 7. note 001: base 1000, table sized by width -----------------------------------------
+def test_float16_positions_overflow_to_infinity_and_nan_angles():
+    """float16: largest finite 65,504; every position from 65,520 on is inf; sin(inf) NaN."""
+    far = torch.arange(65_000, 66_001, dtype=torch.float64)
+    assert float(torch.finfo(torch.float16).max) == 65504.0
+    inf = torch.isinf(far.half())
+    assert int(far[inf][0]) == 65520 and bool(inf[far >= 65520].all())
+    assert bool(torch.isnan(torch.sin(far[-1:].half())).all())
 
 
-def test_seed001_base_and_table_size():
+# -- 7. base 1000, table sized by width ------------------------------------------------
+
+
+def test_base1000_and_table_size():
     assert posenc.wavelengths(512)[-1] == pytest.approx(60611, abs=1)
     assert posenc.wavelengths(512, base=1000)[-1] == pytest.approx(6116, abs=1)
-    # the note's "~0.0010" last frequency matches base 1000, not the 10000 it writes
     assert inverse_frequencies(512)[-1] == pytest.approx(1.04e-4, rel=0.01)
     assert inverse_frequencies(512, base=1000)[-1] == pytest.approx(1.03e-3, rel=0.01)
-    table = pit.pe_seed001_style(64)
+    table = pit.pe_square_base1000(64)
     assert table.shape == (64, 64)
     with pytest.raises(ValueError, match="broadcast"):
         np.zeros((100, 64)) + table[:100]
@@ -242,9 +250,9 @@ def test_seed001_base_and_table_size():
 # -- 8. undefined name -------------------------------------------------------------------
 
 
-def test_seed003_encoder_cannot_be_constructed():
+def test_half_renamed_encoder_cannot_be_constructed():
     with pytest.raises(NameError, match="dropout_prob"):
-        pit.Seed003Encoder(512)
+        pit.HalfRenamedEncoder(512)
 
 
 # -- figures render in both languages ------------------------------------------------------
@@ -261,8 +269,8 @@ def test_pitfall_figures_render_without_warnings(lang, recwarn):
         pf.shift_residual_figure(np.full(8, 1e-14), np.linspace(0.01, 0.8, 8)),
         pf.layout_probe_figure(p, p, p[::-1]),
         pf.low_precision_figure(p, {"bf16": p, "fp16": p}, {"bf16": p, "fp16": p}),
-        pf.seed_heatmaps_figure([np.zeros((4, 4))] * 3,
-                                ["pit_title_correct", "pit_title_003", "pit_title_001"]),
+        pf.buggy_tables_figure([np.zeros((4, 4))] * 3,
+                                ["pit_title_correct", "pit_title_tutorial", "pit_title_square"]),
     ]
     for fig in figs:
         assert pf.figure_to_png(fig)[:4] == b"\x89PNG"

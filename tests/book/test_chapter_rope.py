@@ -46,19 +46,75 @@ def test_2d_score_is_re_q_conj_k_exp_i_m_minus_n_theta(m, n, theta, seed):
     assert np.isclose(q @ rot((n - m) * theta) @ k, score, atol=1e-9)
 
 
-def test_2d_flipped_sign_and_seed_formula_are_wrong():
-    """The flipped exponent and the notes' 'q·k·e^{i(m-n)θ}' both miss the score."""
+def test_2d_flipped_sign_and_shortcut_formula_are_wrong():
+    """The flipped exponent and the shortcut 'q·k·e^{i(m-n)θ}' both miss the score."""
     q, k = np.random.default_rng(0).normal(size=(2, 2))   # the page's query and key
     theta, m, n = 0.3, 7, 3
     score = (rot(m * theta) @ q) @ (rot(n * theta) @ k)
     qc, kc = complex(*q), complex(*k)
     flipped = (qc * np.conj(kc) * np.exp(1j * (n - m) * theta)).real
-    seed_formula = np.dot(q, k) * np.exp(1j * (m - n) * theta)
+    shortcut = np.dot(q, k) * np.exp(1j * (m - n) * theta)
     assert abs(flipped - score) > 1e-3
-    assert abs(seed_formula.real - score) > 1e-3
-    assert abs(seed_formula.imag) > 1e-3                  # not even a real number
+    assert abs(shortcut.real - score) > 1e-3
+    assert abs(shortcut.imag) > 1e-3                  # not even a real number
     swapped = (rot(m * theta) @ k) @ (rot(n * theta) @ q)
     assert abs(swapped - score) > 1e-3                    # the score is not symmetric
+
+
+# -- rope: Su's derivation ------------------------------------------------------------------
+
+
+def _f(z, m, phase):
+    return z * np.exp(1j * phase(np.asarray(m)))
+
+
+def _offset_spread(qc, kc, phase, ms):
+    prod = _f(qc, ms[:, None], phase) * np.conj(_f(kc, ms[None, :], phase))
+    return max(np.abs(np.diagonal(prod, o) - np.diagonal(prod, o)[0]).max()
+               for o in range(-(len(ms) - 1) // 2, (len(ms) - 1) // 2 + 1))
+
+
+@FAST
+@given(q=st.tuples(st.floats(-3, 3), st.floats(-3, 3)).filter(lambda t: abs(complex(*t)) > 0.1),
+       k=st.tuples(st.floats(-3, 3), st.floats(-3, 3)).filter(lambda t: abs(complex(*t)) > 0.1),
+       theta=st.floats(1e-3, 3.0))
+def test_derivation_solution_meets_the_requirement(q, k, theta):
+    """f(q, m) = q e^{imθ}: f(q, 0) = q, |f| = |q|, a constant phase step θ, and
+    f(q, m) conj f(k, n) depends on m - n only."""
+    qc, kc = complex(*q), complex(*k)
+    linear = lambda m: theta * m                          # noqa: E731
+    ms = np.arange(-20, 21)
+    assert abs(_f(qc, 0, linear) - qc) == 0
+    np.testing.assert_allclose(np.abs(_f(qc, ms, linear)), abs(qc), rtol=1e-12)
+    steps = np.angle(_f(qc, ms[1:], linear) / _f(qc, ms[:-1], linear))
+    np.testing.assert_allclose(steps, np.angle(np.exp(1j * theta)), atol=1e-9)
+    assert _offset_spread(qc, kc, linear, ms) < 1e-9 * (1 + abs(qc * kc))
+
+
+@FAST
+@given(q=st.tuples(st.floats(-3, 3), st.floats(-3, 3)).filter(lambda t: abs(complex(*t)) > 0.5),
+       k=st.tuples(st.floats(-3, 3), st.floats(-3, 3)).filter(lambda t: abs(complex(*t)) > 0.5),
+       theta=st.floats(0.05, 3.0))
+def test_derivation_a_phase_not_linear_in_m_breaks_the_requirement(q, k, theta):
+    """The quadratic phase θ m²/10 makes the products depend on more than m - n."""
+    qc, kc = complex(*q), complex(*k)
+    ms = np.arange(-30, 31)
+    assert _offset_spread(qc, kc, lambda m: theta * m ** 2 / 10, ms) > 1e-3 * abs(qc * kc)
+
+
+def test_derivation_numbers_of_the_page():
+    """The page's query and key: rounding error for the solution, 0.24 for the quadratic."""
+    q, k = np.random.default_rng(0).normal(size=(2, 2))
+    qc, kc, theta = complex(*q), complex(*k), 0.3
+    ms = np.arange(-30, 31)
+
+    def page_spread(phase):                               # as the page computes it
+        prod = _f(qc, ms[:, None], phase) * np.conj(_f(kc, ms[None, :], phase))
+        return max(np.abs(np.diagonal(prod, o) - np.diagonal(prod, o)[0]).max()
+                   for o in range(-10, 11))
+
+    assert page_spread(lambda m: theta * m) < 1e-14
+    assert page_spread(lambda m: theta * m ** 2 / 10) == pytest.approx(0.237, abs=0.005)
 
 
 # -- rope: general d --------------------------------------------------------------------------
@@ -268,6 +324,34 @@ def test_float32_angles_lose_accuracy_and_posenc_does_not():
     assert err_usual[0] > 1e-3 and err_usual[1] > 1e-2
     assert np.all(err_ours < 1e-6)
     assert float(np.spacing(np.float32(1e6))) == 2.0 ** -4
+
+
+@FAST
+@given(seed=st.integers(0, 2**16))
+def test_float32_angles_move_attention_scores_in_proportion_to_the_position(seed):
+    """One query at p against one key at the 1,024 positions up to p: the exact scores
+    do not depend on p; float32 angles move them more the larger p (about 1e-1 at a
+    million, against a spread of several units), posenc's float32 output does not."""
+    qv, kv = np.random.default_rng(seed).normal(size=(2, 128))
+    change, reference = {}, None
+    for p in (8_192, 100_000, 1_000_000):
+        pos_k = np.arange(p - 1023, p + 1)
+        keys = np.repeat(kv[None], len(pos_k), axis=0)
+        exact = posenc.apply_rope(keys, pos_k) @ posenc.apply_rope(qv[None], [p])[0]
+        if reference is None:
+            reference = exact
+        np.testing.assert_allclose(exact, reference, atol=1e-9)   # offsets only
+        k32 = posenc.rotate_pairs(keys, posenc.rope_angles_float32(pos_k, 128))
+        q32 = posenc.rotate_pairs(qv[None], posenc.rope_angles_float32([p], 128))
+        usual = k32.astype(np.float32) @ q32.astype(np.float32)[0]
+        k_ours = posenc.apply_rope(torch.from_numpy(keys).float(), pos_k)
+        q_ours = posenc.apply_rope(torch.from_numpy(qv[None]).float(), [p])
+        ours = (k_ours @ q_ours[0]).numpy()
+        change[p] = (np.abs(usual - exact).max(), np.abs(ours - exact).max())
+    assert change[8_192][0] < change[100_000][0] < change[1_000_000][0]
+    assert change[1_000_000][0] > 1e-2 * exact.std()
+    assert change[1_000_000][1] < 1e-3 * exact.std()
+    assert change[1_000_000][0] > 20 * change[1_000_000][1]
 
 
 def test_positions_in_low_precision_collide_and_overflow():

@@ -1,0 +1,320 @@
+"""Rigor rules that hold for every page, including chapters added later.
+
+* No page, in either language, names the private study notes the book grew from: their
+  points are stated as mistakes, with public sightings, never as "note 001 says".
+* The references page lists only cited works, and every entry of docs/references.bib
+  is cited by some English page (the Chinese pages cite the same keys: parity).
+* Chinese prose keeps one term per concept (banned terms) and leaves no stray lowercase
+  English words outside code, math, roles and links; the Chinese figure labels too.
+
+Each rule is a pure function of a text, so the tests below also check that the rule
+catches the phrasings it is meant to catch and leaves legitimate words alone.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from book_parity import parse_page
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+EN_PAGES = sorted((DOCS / "en").glob("*.md"))
+ZH_PAGES = sorted((DOCS / "zh").glob("*.md"))
+FIGURE_MODULES = sorted((ROOT / "posenc" / "figures").glob("*.py"))
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+# -- 1. the private notes are never named ------------------------------------------------
+
+NOTES_EN = re.compile(
+    r"""
+      \bnotes?\s*(?:no\.?\s*)?\#?0\d{2}\b               # note 001, notes 003, note #001
+    | \b(?:study|source|seed|private|personal|lecture)\s+notes?\b
+    | \bnotes?\s+(?:that\s+)?this\s+book\s+(?:grew|is\s+based|was\s+built)
+    | \b(?:the|both|two|these|those|our)\s+(?:source\s+|study\s+)?notes\b(?!\s+of\b)
+    | \b(?:the|this|that)\s+same\s+note\b
+    """,
+    re.IGNORECASE | re.VERBOSE,
+)
+# Any 笔记 that is not 笔记本 (a Jupyter notebook is 笔记本 in this book).
+NOTES_ZH = re.compile(r"笔\s*记(?!\s*本)")
+
+
+def notes_hits(text: str) -> list[str]:
+    """The phrases of ``text`` that name the study notes."""
+    hits = [m.group(0) for m in NOTES_EN.finditer(text)]
+    hits += [text[max(m.start() - 6, 0):m.end() + 6] for m in NOTES_ZH.finditer(text)]
+    return hits
+
+
+@pytest.mark.parametrize(
+    "phrase",
+    ["Source note 003's loop", "note 001 gets", "notes 001 and 003", "in study notes",
+     "the notes this book grew from", "Both source notes", "as the two notes' loops",
+     "the same note then presents", "笔记 001 的循环", "学习笔记里流传", "两篇笔记都有",
+     "笔记中的说法", "本书所依据的笔记"],
+)
+def test_notes_rule_catches_the_phrasings(phrase):
+    assert notes_hits(phrase), phrase
+
+
+@pytest.mark.parametrize(
+    "phrase",
+    ["Note that the bound is not monotone.", "footnotes", "the notes of a chord",
+     "a notebook executes", "每个笔记本都会重新执行", "MyST-NB 的笔记本", "keynote 003",
+     "see the note below", "denote 001"],
+)
+def test_notes_rule_leaves_legitimate_words(phrase):
+    assert not notes_hits(phrase), phrase
+
+
+@pytest.mark.parametrize("page", EN_PAGES + ZH_PAGES, ids=_rel)
+def test_no_page_names_the_private_notes(page):
+    hits = notes_hits(page.read_text(encoding="utf-8"))
+    assert not hits, f"{_rel(page)} names the private notes: {hits}"
+
+
+# -- 2. the bibliography: only cited works, every entry cited ----------------------------
+
+BIB_ENTRY = re.compile(r"^@\w+\s*\{\s*([^,\s]+)\s*,", re.MULTILINE)
+
+
+def bib_keys(text: str) -> list[str]:
+    return BIB_ENTRY.findall(text)
+
+
+def cited_keys(pages) -> set[str]:
+    keys: set[str] = set()
+    for page in pages:
+        keys |= parse_page(page.read_text(encoding="utf-8")).citations
+    return keys
+
+
+def test_bib_entry_parser_reads_keys():
+    text = "@article{a2020x,\n title={T}}\n\n@misc{ b_2 ,\n url={u}}\n% @misc{c,"
+    assert bib_keys(text) == ["a2020x", "b_2"]
+
+
+def test_citation_parser_sees_every_cite_role():
+    text = "A {cite}`a,b` B {cite:p}`c` C {cite:t}`d` D {cite:ts}`e`.\n"
+    assert parse_page(text).citations == {"a", "b", "c", "d", "e"}
+
+
+def test_bib_keys_are_unique():
+    keys = bib_keys((DOCS / "references.bib").read_text(encoding="utf-8"))
+    assert len(keys) == len(set(keys)), sorted(k for k in keys if keys.count(k) > 1)
+
+
+def test_every_bib_entry_is_cited_by_some_page():
+    keys = set(bib_keys((DOCS / "references.bib").read_text(encoding="utf-8")))
+    uncited = keys - cited_keys(EN_PAGES)
+    assert not uncited, f"entries no English page cites: {sorted(uncited)}"
+
+
+def test_every_citation_has_a_bib_entry():
+    keys = set(bib_keys((DOCS / "references.bib").read_text(encoding="utf-8")))
+    for pages in (EN_PAGES, ZH_PAGES):
+        missing = cited_keys(pages) - keys
+        assert not missing, f"cited but not in references.bib: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_references_page_lists_only_cited_works(lang):
+    text = (DOCS / lang / "references.md").read_text(encoding="utf-8")
+    block = re.search(r"```\{bibliography\}(.*?)```", text, re.DOTALL)
+    assert block, "references.md has no bibliography directive"
+    options = re.findall(r"^:([\w-]+):", block.group(1), re.MULTILINE)
+    assert "cited" in options and "all" not in options and "notcited" not in options
+
+
+# -- 3. Chinese terminology --------------------------------------------------------------
+
+# One term per concept.  Each entry: the banned form, the book's term.
+BANNED_ZH = {
+    "几何级数": "等比数列 / 等比递减（几何级数是求和）",
+    "分量对": "维度对",
+    "笔记本电脑": "电脑（笔记本是 Jupyter 笔记本）",
+    "性能指标": "性能底线（floors）",
+    "草稿区": "临时缓冲区",
+    "用例": "场景",
+}
+
+# English words that may stand in Chinese prose: names and terms of art that have no
+# Chinese form in this book.  Anything else in lowercase letters is a stray word.
+ALLOWED_LOWERCASE = {
+    "posenc", "softmax", "numpy", "torch", "transformers", "nox", "pytest", "jieba",
+    "ruff", "pyflakes", "tensor2tensor", "fairseq", "glibc", "dropout", "arange", "timm",
+    "sin", "cos", "logits", "ms",
+}
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+CODE_FENCE = re.compile(r"^(`{3,}|~{3,})\s*(.*)$")
+KEEP_BLOCKS = ("{glue:figure}", "{figure}", "{note}", "{tip}", "{warning}", "{admonition}",
+               "{important}", "{seealso}", "{caution}", "{attention}", "{hint}", "{margin}",
+               "{epigraph}", "{glossary}")
+
+
+def zh_prose(text: str) -> str:
+    """The prose of a MyST page: no code, math, roles, links, labels or options."""
+    out: list[str] = []
+    lines = text.split("\n")
+    i = 0
+    if lines and lines[0].strip() == "---":              # front matter
+        i = 1
+        while i < len(lines) and lines[i].strip() != "---":
+            i += 1
+        i += 1
+    fence = None
+    keep = False
+    glossary = False
+    in_math = False
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        m = CODE_FENCE.match(line.strip())
+        if fence is None and m:
+            fence, info = m.group(1), m.group(2).strip()
+            keep = info.startswith(KEEP_BLOCKS)
+            glossary = info.startswith("{glossary}")
+            continue
+        if fence is not None and line.strip() == fence:
+            fence = None
+            continue
+        if fence is not None and not keep:
+            continue
+        if glossary and not CJK.search(line):              # a glossary's English term
+            continue
+        line = re.sub(r"^\s*:{3,}\s*(\{[^}]*\})?", "", line)   # colon-fenced directives
+        stripped = line.strip()
+        if stripped.startswith("$$"):
+            closes = stripped.endswith("$$") and len(stripped) > 2
+            closes = closes or re.match(r"^\$\$\s*\(", stripped) is not None
+            if not in_math and not closes:
+                in_math = True
+            elif in_math:
+                in_math = False
+            continue
+        if in_math or re.match(r"^\\begin\{", stripped):
+            in_math = in_math or not stripped.startswith("\\end")
+            continue
+        if re.match(r"^\([^()\s]+\)=\s*$", stripped):      # label targets
+            continue
+        opt = re.match(r"^:([\w-]+):\s*(.*)$", stripped)
+        if opt:
+            if opt.group(1) == "alt":
+                out.append(opt.group(2))
+            continue
+        out.append(line)
+    prose = "\n".join(out)
+    prose = re.sub(r"\{[\w:-]+\}`[^`]*`", " ", prose)          # roles
+    prose = re.sub(r"``.*?``|`[^`]*`", " ", prose)             # inline code
+    prose = re.sub(r"\$\$.*?\$\$|\$[^$\n]*\$", " ", prose, flags=re.DOTALL)  # math
+    prose = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", " ", prose)     # links, text included
+    prose = re.sub(r"https?://\S+", " ", prose)
+    prose = re.sub(r"<[^>]+>", " ", prose)                     # HTML tags
+    # a quoted English example ("man bites dog") and an English gloss of the term just
+    # before it, in full-width brackets (即时执行（eager）), are deliberate
+    prose = re.sub(r"[“\"][ -~]+?[”\"]", " ", prose)
+    prose = re.sub(r"\*[A-Za-z][ -)+-~]*?\*", " ", prose)     # *dog*: a word as a word
+    prose = re.sub(r"（[A-Za-z][A-Za-z0-9 ,、/-]*）", " ", prose)
+    return prose
+
+
+WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.+'/-]*")
+
+
+def stray_english(prose: str) -> list[str]:
+    """Lowercase English words in Chinese prose that are not allowed names."""
+    hits = []
+    for word in WORD.findall(prose):
+        word = word.strip(".'/-+")
+        if re.fullmatch(r"[a-z]{2,}", word) and word not in ALLOWED_LOWERCASE:
+            hits.append(word)
+    return hits
+
+
+def banned_hits(text: str) -> list[str]:
+    # a term quoted as a term (本书统一用“维度对”，别处也叫“分量对”) is a mention, not a use
+    text = re.sub(r"“[^”]{1,8}”", " ", text)
+    return [f"{bad} (use {good})" for bad, good in BANNED_ZH.items() if bad in text]
+
+
+def test_zh_prose_strips_code_math_roles_and_links():
+    page = (
+        "---\nfile_format: mystnb\n---\n(lbl)=\n# 标题 RoPE\n\n"
+        "查询 `query` 与 $x_{half}$ 和 {ref}`eager-label` 以及 [repo/name](https://a.b/c)。\n\n"
+        "```{code-cell} ipython3\ninterleaved = 1\n```\n\n$$\n\\text{half}\n$$\n\n"
+        "```{glue:figure} key\n:name: fig-dispatch\n:alt: 图中的 interleaved 线\n\n题注 half\n```\n"
+    )
+    assert stray_english(zh_prose(page)) == ["interleaved", "half"]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("按 interleaved 布局", ["interleaved"]), ("按 eager 模式执行", ["eager"]),
+     ("查询张量的 dispatch mode", ["dispatch", "mode"]),
+     ("RoPE、ALiBi、PyTorch、NumPy、float32、bfloat16、GPT-NeoX 与 posenc", []),
+     ("LLaMA 和 Hugging Face 的 KV 缓存，1.3 × clone", ["clone"]),
+     ("即时执行（eager）；“man bites dog”；为 *dog* 算出；对半（half）布局", []),
+     ("交错（interleaved 布局；另见下文）", ["interleaved"])],
+)
+def test_stray_english_rule(text, expected):
+    assert stray_english(zh_prose(text)) == expected
+
+
+def test_banned_terms_rule():
+    assert banned_hits("这正是几何级数，每一对分量对") == [
+        "几何级数 (use 等比数列 / 等比递减（几何级数是求和）)", "分量对 (use 维度对)"]
+    assert banned_hits("每个维度对按等比数列排列；笔记本会被重新执行") == []
+    assert banned_hits("别的资料里也叫“分量对”，本书统一用“维度对”") == []
+
+
+@pytest.mark.parametrize("page", ZH_PAGES, ids=_rel)
+def test_zh_page_uses_the_book_terms(page):
+    text = page.read_text(encoding="utf-8")
+    assert not banned_hits(text), f"{_rel(page)}: {banned_hits(text)}"
+
+
+@pytest.mark.parametrize("page", ZH_PAGES, ids=_rel)
+def test_zh_prose_has_no_stray_english_words(page):
+    hits = stray_english(zh_prose(page.read_text(encoding="utf-8")))
+    assert not hits, f"{_rel(page)}: lowercase English words in Chinese prose: {hits}"
+
+
+def zh_labels(source: str) -> list[str]:
+    """Every string given as the ``"zh"`` value of a dict literal in a module."""
+    labels = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                if (isinstance(key, ast.Constant) and key.value == "zh"
+                        and isinstance(value, ast.Constant) and isinstance(value.value, str)):
+                    labels.append(value.value)
+    return labels
+
+
+def label_prose(label: str) -> str:
+    label = re.sub(r"\$[^$]*\$", " ", label)            # math
+    label = re.sub(r"\{[^{}]*\}", " ", label)           # format fields
+    label = re.sub(r"`[^`]*`", " ", label)
+    return re.sub(r"（[A-Za-z][A-Za-z0-9 ,、/-]*）", " ", label)   # an English gloss
+
+
+@pytest.mark.parametrize("module", FIGURE_MODULES, ids=_rel)
+def test_zh_figure_labels_use_the_book_terms(module):
+    labels = zh_labels(module.read_text(encoding="utf-8"))
+    problems = []
+    for text in labels:
+        problems += banned_hits(text)
+        problems += stray_english(label_prose(text))
+        if re.search(r"[\u4e00-\u9fff]\s*[()]", text):
+            problems.append(f"half-width bracket in {text!r} (use （ ）)")
+    assert not problems, f"{_rel(module)}: {problems}"
