@@ -18,7 +18,6 @@ __all__ = [
     "rope_decay_figure",
     "rope_wavelengths_figure",
     "rope_float32_error_figure",
-    "rope_position_dtype_figure",
     "BookTable",
     "rope_traffic_table",
     "rope_benchmark_table",
@@ -418,74 +417,4 @@ def rope_float32_error_figure(positions, err_float32_angles, err_posenc):
     ax.set_xlabel(label("rope_position"))
     ax.set_ylabel(label("rope_max_abs_error"))
     ax.legend(loc="upper left", fontsize=8, frameon=False)
-    return fig
-
-
-def rope_position_dtype_figure(true_positions, stored, zoom=(8150, 8250)):
-    """What bfloat16 / float16 do to integer positions.
-
-    Parameters
-    ----------
-    true_positions : array_like
-        1-D integer-valued positions ``0, 1, 2, ...``.
-    stored : dict of str to array_like
-        For each dtype name, the positions after a round trip through that dtype (may be
-        ``inf``), same length as ``true_positions``.
-    zoom : tuple of int, default (8150, 8250)
-        The window of the left panel.
-
-    Returns
-    -------
-    BookFigure
-        Left: stored vs true position in the zoom window (a staircase where positions
-        collide).  Right: the largest ``|stored - true|`` in each of about 128 blocks of
-        positions, log scale, with the float16 overflow marked.
-
-    Raises
-    ------
-    ValueError
-        If an array of ``stored`` does not match ``true_positions``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> p = np.arange(300.0)
-    >>> fig = rope_position_dtype_figure(p, {"bfloat16": np.round(p / 2) * 2}, zoom=(250, 300))
-    >>> len(fig.axes)
-    2
-    """
-    p = np.asarray(true_positions, dtype=np.float64)
-    _check_1d("true_positions and stored arrays", p, *stored.values())
-    fig, (ax_z, ax_e) = new_figure(1, 2, figsize=(8.4, 3.6))
-    lo, hi = zoom
-    window = (p >= lo) & (p <= hi)
-    ax_z.plot(p[window], p[window], color="0.6", lw=1, ls="--", label=label("rope_exact"))
-    block = max(1, p.size // 128)  # right panel: the worst error in each block of positions
-    n_blocks = p.size // block
-    starts = p[: n_blocks * block : block]
-    for i, (name, s) in enumerate(stored.items()):
-        s = np.asarray(s, dtype=np.float64)
-        ax_z.step(p[window], s[window], where="mid", color=f"C{i}", lw=1.2, label=name)
-        err = np.abs(s - p)[: n_blocks * block].reshape(n_blocks, block)
-        finite = np.isfinite(err).all(axis=1)
-        worst = np.where(finite, err.max(axis=1, initial=0.0, where=np.isfinite(err)), np.nan)
-        ax_e.step(starts, np.where(worst > 0, worst, np.nan), where="post", color=f"C{i}",
-                  lw=1.2, label=name)
-        if not np.isfinite(s).all():
-            first_inf = p[~np.isfinite(s)][0]
-            ax_e.axvline(first_inf, color=f"C{i}", lw=1, ls=":")
-            ax_e.annotate(label("rope_float16_overflow") if name == "float16" else name,
-                          (first_inf, 0.35), xycoords=("data", "axes fraction"),
-                          xytext=(-4, 0), textcoords="offset points", ha="right",
-                          fontsize=8, color=f"C{i}")
-    ax_e.xaxis.set_major_formatter(
-        FuncFormatter(lambda v, _: f"{v / 1000:g}k" if v else "0"))
-    ax_z.set_xlabel(label("rope_true_position"))
-    ax_z.set_ylabel(label("rope_stored_position"))
-    ax_z.legend(loc="upper left", fontsize=8, frameon=False)
-    ax_e.set_yscale("log", base=2)
-    ax_e.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax_e.set_xlabel(label("rope_true_position"))
-    ax_e.set_ylabel(label("rope_position_error"))
-    ax_e.legend(loc="upper left", fontsize=8, frameon=False)
     return fig

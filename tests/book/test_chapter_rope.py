@@ -448,9 +448,6 @@ def test_figures_draw_in_both_languages(language, recwarn):
             rope_pages.rope_decay_figure(r, 10 - r, np.ones(10), np.cos(r)),
             rope_pages.rope_wavelengths_figure(16, [10_000.0, 500_000.0], [100, 1000]),
             rope_pages.rope_float32_error_figure(p[1:], p[1:] * 1e-9, np.full(299, 1e-7)),
-            rope_pages.rope_position_dtype_figure(
-                p, {"bfloat16": np.round(p / 2) * 2, "float16": np.where(p > 290, np.inf, p)},
-                zoom=(250, 300)),
         ]
         for fig in figs:
             assert fig._repr_png_()[:4] == b"\x89PNG"
@@ -469,8 +466,6 @@ def test_figures_validate_their_input():
         rope_pages.rope_decay_figure(np.arange(3.0), np.zeros(3), np.ones(3), np.ones(3))
     with pytest.raises(ValueError, match="1-D"):
         rope_pages.rope_float32_error_figure(np.arange(3), np.ones(2), np.ones(3))
-    with pytest.raises(ValueError, match="1-D"):
-        rope_pages.rope_position_dtype_figure(np.arange(3.0), {"x": np.arange(4.0)})
 
 
 def test_book_table_rules_and_rendering():
