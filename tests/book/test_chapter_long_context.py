@@ -1,0 +1,417 @@
+"""The claims of the chapter ``long-context``, pinned.
+
+Each test quotes the sentence of the page it protects.  Also the rules of
+:mod:`posenc.analysis.long_context` and of the figures in
+:mod:`posenc.figures.long_context_pages`.  (The agreement of ``rope_frequencies`` with
+transformers is tested in ``tests/encodings/test_rope_scaling.py``.)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import posenc
+from posenc import rope_frequencies
+from posenc.analysis import long_context as lc
+from posenc.figures import long_context_pages as lcf
+from posenc.figures._style import set_language
+
+FAST = settings(max_examples=40, deadline=None)
+D, BASE, L, S = 128, 10_000.0, 4096, 8  # the page's setting
+THETA = posenc.inverse_frequencies(D, BASE)
+LAM = posenc.wavelengths(D, BASE)
+even_d = st.integers(2, 128).map(lambda h: 2 * h)
+bases = st.sampled_from([100.0, 1e4, 5e5, 1e6, 1e7])
+
+
+# -- reading rope_parameters ------------------------------------------------------
+
+
+def test_published_configs_named_on_the_page_are_kept():
+    """'the published ones of Llama 3.1, Qwen2.5, DeepSeek-V3, gpt-oss, Kimi K2 and Phi-3'."""
+    names = set(lc.PUBLISHED_ROPE_PARAMETERS)
+    assert {"Llama 3.1", "Qwen2.5 (yarn)", "DeepSeek-V3", "gpt-oss", "Kimi K2",
+            "Phi-3 128k"} <= names
+    for dim, max_pos, params in lc.PUBLISHED_ROPE_PARAMETERS.values():
+        inv, att = rope_frequencies(dim, params, max_position_embeddings=max_pos)
+        assert inv.shape == (dim // 2,) and att >= 1.0
+
+
+# -- the failure ---------------------------------------------------------------------
+
+
+@FAST
+@given(even_d, bases, st.integers(16, 1 << 20))
+def test_critical_dimension_counts_the_pairs_that_turn_fully(d, base, length):
+    """'call the number of features in the first group the critical dimension'."""
+    lam = posenc.wavelengths(d, base)
+    ratio = d / 2 * math.log(length / (2 * math.pi)) / math.log(base)
+    if abs(ratio - round(ratio)) < 1e-9:  # a wavelength exactly at the length
+        return
+    assert lc.critical_dimension(d, base, length) == 2 * int((lam <= length).sum())
+
+
+def test_page_numbers_of_the_failure():
+    """'46 of the 64 pairs turn fully within 4096 tokens, so d_extra = 92'."""
+    assert int((LAM <= L).sum()) == 46
+    assert lc.critical_dimension(D, BASE, L) == 92
+
+
+@FAST
+@given(even_d, bases, st.integers(64, 1 << 16), st.integers(2, 64))
+def test_unseen_pairs_are_the_slow_ones_at_every_multiple(d, base, length, n):
+    """'At 2L, 4L and 32L the same pairs meet unseen angles ... how far grows'."""
+    theta = posenc.inverse_frequencies(d, base)
+    lam = 2 * np.pi / theta
+    reach = lc.angle_reach(theta, theta, length, n * length)
+    np.testing.assert_array_equal(reach > 1, lam > length - 1)
+    slow = lam > length - 1
+    if slow.any():
+        assert reach.max() == pytest.approx((n * length - 1) / (length - 1))
+    assert np.all(reach[~slow] == 1.0)
+
+
+def test_page_unseen_pairs_are_past_the_critical_dimension():
+    for n in (2, 4, 32):
+        reach = lc.angle_reach(THETA, THETA, L, n * L)
+        assert int((reach > 1).sum()) == 64 - 46
+
+
+def test_slow_part_of_the_self_score_drops_below_its_trained_floor():
+    """'never goes below 0.077; by 2L it reaches -0.131 and by 32L -0.353'."""
+    part = lc.aligned_score_curve(THETA[LAM > L], np.arange(32 * L))
+    trained = part[:L].min()
+    assert trained > 0.07
+    assert part[:2 * L].min() < -0.1 < trained
+    assert part.min() < part[:2 * L].min()
+
+
+def test_random_queries_and_keys_score_alike_at_every_offset():
+    """'For random, unrelated queries and keys ... the same at every offset'."""
+    rng = np.random.default_rng(1)
+    q, k = rng.normal(size=(2, 20_000, D))
+    spread = []
+    for r in (0, L // 2, 5 * L, 32 * L):
+        kr = lc.rotate_with(k, np.full(k.shape[0], r), THETA)
+        qr = lc.rotate_with(q, np.zeros(q.shape[0], dtype=np.int64), THETA)
+        spread.append(np.std(np.sum(qr * kr, axis=-1)))
+    assert max(spread) / min(spread) < 1.05
+
+
+@pytest.mark.parametrize("rcond", [1e-12, 1e-8, 1e-4])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fitted_score_runs_away_beyond_L_and_not_when_interpolated(rcond, seed):
+    """'coefficients that keep it small on [0, L) can make it huge beyond' + 'r/2 stays'."""
+    out = lc.fitted_score_extrapolation(D, BASE, 2048, 2, seed=seed, rcond=rcond)
+    assert out["trained"] < 1.0
+    assert out["extrapolated"] > 20 * out["trained"]
+    assert out["interpolated"] < 1.5 * out["trained"]
+
+
+def test_fit_page_numbers():
+    out = lc.fitted_score_extrapolation(D, BASE, 2048, 2)
+    assert out["trained"] < 0.6 and out["interpolated"] < 0.6
+    assert out["extrapolated"] > 1e5
+
+
+# -- position interpolation ------------------------------------------------------
+
+
+@FAST
+@given(even_d, bases, st.floats(1.0, 64.0))
+def test_linear_is_every_frequency_divided(d, base, s):
+    """'dividing every position by s ... is the same as dividing every frequency'."""
+    inv, att = rope_frequencies(d, {"rope_type": "linear", "factor": s, "rope_theta": base})
+    np.testing.assert_allclose(inv, posenc.inverse_frequencies(d, base) / s, rtol=1e-15)
+    assert att == 1.0
+    pos = np.arange(0, 1000, 7)
+    np.testing.assert_allclose(pos[:, None] * inv, (pos / s)[:, None] * (inv * s))
+
+
+@pytest.mark.parametrize("s", [2, 4, 8, 16])
+def test_pi_keeps_angles_and_costs_neighbour_resolution(s):
+    """'no pair goes further than 1.0002 times' and 'neighbours are 7.8 times closer'."""
+    inv = THETA / s
+    reach = lc.angle_reach(inv, THETA, L, s * L)
+    assert reach.max() <= (s * L - 1) / (s * (L - 1)) + 1e-12
+    ratio = lc.neighbour_score_step(THETA, L) / lc.neighbour_score_step(inv, L)
+    assert 0.85 * s < ratio < 1.05 * s
+
+
+# -- NTK-aware and dynamic -------------------------------------------------------
+
+
+@FAST
+@given(st.integers(2, 64).map(lambda h: 2 * h), bases, st.floats(1.0, 64.0))
+def test_ntk_exponent(d, base, s):
+    """'b' = b s^{d/(d-2)}, s_i = s^{2i/(d-2)}': pair 0 kept, the last one exactly s."""
+    inv, _ = rope_frequencies(d, {"rope_theta": base * s ** (d / (d - 2))})
+    scale = posenc.inverse_frequencies(d, base) / inv
+    np.testing.assert_allclose(scale, s ** (2 * np.arange(d // 2) / (d - 2)), rtol=1e-9)
+    assert scale[0] == 1.0 and scale[-1] == pytest.approx(s, rel=1e-12)
+
+
+def test_ntk_leaves_some_pairs_out_of_range():
+    """'17 pairs still go beyond their trained angle, by up to 1.75 times'."""
+    inv, _ = rope_frequencies(D, {"rope_theta": BASE * S ** (D / (D - 2))})
+    reach = lc.angle_reach(inv, THETA, L, S * L)
+    assert int((reach > 1.001).sum()) == 17
+    assert 1.7 < reach.max() < 1.8
+
+
+@FAST
+@given(st.integers(2, 64).map(lambda h: 2 * h), bases, st.floats(1.0, 16.0),
+       st.integers(64, 8192), st.floats(1.0, 20.0))
+def test_dynamic_is_ntk_with_alpha(d, base, s, length, mult):
+    """'b'(n) = b (s n / L - (s - 1))^{d/(d-2)}'; with factor 1 the ratio is n / L."""
+    n = int(length * mult)
+    inv, _ = rope_frequencies(d, {"rope_type": "dynamic", "factor": s, "rope_theta": base},
+                              seq_len=n, max_position_embeddings=length)
+    alpha = s * max(n, length) / length - (s - 1)
+    expected = posenc.inverse_frequencies(d, base * alpha ** (d / (d - 2)))
+    np.testing.assert_allclose(inv, expected, rtol=1e-12)
+    one, _ = rope_frequencies(d, {"rope_type": "dynamic", "factor": 1.0, "rope_theta": base},
+                              seq_len=n, max_position_embeddings=length)
+    ratio = max(n, length) / length
+    np.testing.assert_allclose(
+        one, posenc.inverse_frequencies(d, base * ratio ** (d / (d - 2))), rtol=1e-12)
+
+
+def test_dynamic_at_2L_is_ratio_9():
+    """'At n = 2L the base is that of a static NTK scaling with ratio 9, not 2'."""
+    assert S * 2 - (S - 1) == 9
+
+
+# -- YaRN ----------------------------------------------------------------------------
+
+
+def _page_yarn():
+    return rope_frequencies(D, {"rope_type": "yarn", "factor": float(S),
+                                "original_max_position_embeddings": L})
+
+
+def test_yarn_ends_agree_with_the_paper_and_the_middle_differs():
+    """'21 pairs kept, 18 divided by 8 ... differ by up to 3.39'."""
+    inv, _ = _page_yarn()
+    turns = L / LAM
+    kept, squeezed = turns > 32, turns < 1
+    assert (int(kept.sum()), int(squeezed.sum())) == (21, 18)
+    np.testing.assert_allclose(inv[kept], THETA[kept], rtol=1e-15)
+    np.testing.assert_allclose(inv[squeezed], THETA[squeezed] / S, rtol=1e-15)
+    gamma = np.clip((turns - 1) / 31, 0, 1)
+    paper = (1 - gamma) * THETA / S + gamma * THETA
+    gap = np.abs(THETA / inv - THETA / paper).max()
+    assert 3.3 < gap < 3.5
+
+
+def test_yarn_keeps_angles_and_neighbour_resolution():
+    """'no pair goes beyond 1.0002 ... neighbours move the score ... like plain RoPE'."""
+    inv, _ = _page_yarn()
+    assert lc.angle_reach(inv, THETA, L, S * L).max() <= (S * L - 1) / (S * (L - 1)) + 1e-12
+    plain = lc.neighbour_score_step(THETA, L)
+    assert lc.neighbour_score_step(inv, L) == pytest.approx(plain, rel=0.01)
+
+
+@FAST
+@given(st.floats(1.0001, 128.0))
+def test_yarn_attention_factor_is_the_temperature(s):
+    """'sqrt(1/t) = 0.1 ln s + 1 ... the attention factor that multiplies cos and sin'."""
+    _, att = rope_frequencies(16, {"rope_type": "yarn", "factor": s,
+                                   "original_max_position_embeddings": 1024})
+    assert att == pytest.approx(0.1 * math.log(s) + 1)
+    x = np.random.default_rng(0).normal(size=(2, 16))
+    inv = posenc.inverse_frequencies(16)
+    q = lc.rotate_with(x[:1], [3], inv, att)
+    k = lc.rotate_with(x[1:], [1], inv, att)
+    plain = lc.rotate_with(x[:1], [3], inv) @ lc.rotate_with(x[1:], [1], inv).T
+    assert (q @ k.T).item() == pytest.approx(att**2 * plain.item())
+
+
+def test_entropy_approximation_and_sigma_star():
+    """'the entropy is close to ln n - sigma^2/2' and the factor cancels the rise at σ*."""
+    rng = np.random.default_rng(0)
+    for sigma in (0.5, 1.0, 1.5):
+        z = rng.normal(scale=sigma, size=(64, 1 << 15))
+        assert lc.softmax_entropy(z).mean() == pytest.approx(
+            math.log(z.shape[1]) - sigma**2 / 2, abs=0.1 * sigma**2 + 0.02)
+    c2 = (0.1 * math.log(S) + 1) ** 2
+    sigma_star = math.sqrt(2 * math.log(S) / (c2**2 - 1))
+    removed = {}
+    for name, sigma in (("1", 1.0), ("star", sigma_star), ("3", 3.0)):
+        z = rng.normal(scale=sigma, size=(256, S * L))
+        h_L = lc.softmax_entropy(z[:, :L]).mean()
+        h_sL = lc.softmax_entropy(z).mean()
+        h_t = lc.softmax_entropy(z * c2).mean()
+        if sigma < 2:  # 'adds ln s' (the approximation holds for moderate spreads)
+            assert h_sL - h_L == pytest.approx(math.log(S), rel=0.1)
+        removed[name] = (h_sL - h_t) / (h_sL - h_L)
+    assert removed["1"] < 0.5                    # 'removes 27% of the increase'
+    assert 0.85 < removed["star"] < 1.15         # 'brings it back'
+    assert removed["3"] > 1.2                    # 'overshooting'
+
+
+def test_deepseek_moves_the_temperature_into_the_softmax_scale():
+    """'the factor on cos and sin is exactly 1; ... multiplies its softmax scale'."""
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import yarn_apply_mscale
+
+    dim, max_pos, params = lc.PUBLISHED_ROPE_PARAMETERS["DeepSeek-V3"]
+    assert params["mscale"] == params["mscale_all_dim"]
+    assert rope_frequencies(dim, params, max_position_embeddings=max_pos)[1] == 1.0
+    hf = dict(params, rope_type="yarn")
+    factor = 0.1 * params["mscale_all_dim"] * math.log(params["factor"]) + 1
+    assert yarn_apply_mscale(hf, 1.0) == pytest.approx(factor**2)
+
+
+# -- Llama 3.1 ---------------------------------------------------------------------
+
+
+@FAST
+@given(bases, st.floats(1.0, 64.0), st.sampled_from([0.5, 1.0, 2.0]),
+       st.sampled_from([1.5, 4.0, 16.0]), st.sampled_from([1024, 8192, 32768]))
+def test_llama3_is_a_ramp_linear_in_turns(base, s, low, mult, length):
+    """'It is YaRN's ramp with alpha = 1, beta = 4, linear in r = L / lambda'."""
+    high = low * mult
+    p = {"rope_type": "llama3", "rope_theta": base, "factor": s, "low_freq_factor": low,
+         "high_freq_factor": high, "original_max_position_embeddings": length}
+    inv, att = rope_frequencies(64, p)
+    theta = posenc.inverse_frequencies(64, base)
+    r = length * theta / (2 * np.pi)
+    gamma = np.clip((r - low) / (high - low), 0, 1)
+    np.testing.assert_allclose(inv, (1 - gamma) * theta / s + gamma * theta, rtol=1e-12)
+    assert att == 1.0
+
+
+def test_llama31_page_numbers():
+    """'29 pairs are kept, 29 divided by 8 and 6 blended ... 16.0 ... 2.0 times'."""
+    dim, max_pos, params = lc.PUBLISHED_ROPE_PARAMETERS["Llama 3.1"]
+    _, scale = lc.pair_scales(dim, params)
+    kept, divided = int(np.isclose(scale, 1).sum()), int(np.isclose(scale, 8).sum())
+    assert (kept, divided, 64 - kept - divided) == (29, 29, 6)
+    theta = posenc.inverse_frequencies(dim, 500_000.0)
+    inv, _ = rope_frequencies(dim, params)
+    assert lc.angle_reach(theta, theta, 8192, max_pos).max() == pytest.approx(16.0, abs=0.01)
+    assert lc.angle_reach(inv, theta, 8192, max_pos).max() == pytest.approx(2.0, abs=0.01)
+
+
+# -- LongRoPE ----------------------------------------------------------------------
+
+
+def test_longrope_scales_are_the_factors_and_switch_everything():
+    """'The scales are the factors themselves' ... 'jumps by 183 radians'."""
+    dim, max_pos, params = lc.PUBLISHED_ROPE_PARAMETERS["Phi-3 128k"]
+    theta = posenc.inverse_frequencies(dim, 10_000.0)
+    short, att = rope_frequencies(dim, params, seq_len=4096, max_position_embeddings=max_pos)
+    long, _ = rope_frequencies(dim, params, seq_len=4097, max_position_embeddings=max_pos)
+    np.testing.assert_allclose(theta / short, params["short_factor"], rtol=1e-14)
+    np.testing.assert_allclose(theta / long, params["long_factor"], rtol=1e-14)
+    assert att == pytest.approx(math.sqrt(1 + math.log(32) / math.log(4096)))
+    differs = ~np.isclose(params["short_factor"], params["long_factor"])
+    assert np.all(long[differs] != short[differs])
+    assert 150 < np.abs(4095 * (long - short)).max() < 200
+
+
+# -- the base ----------------------------------------------------------------------
+
+
+def test_larger_base_keeps_scores_positive_further_and_costs_turns():
+    """'first turns negative at offset 1,707 ... 144,660' and '128 to 98, 94 and 80'."""
+    firsts, dextra = [], []
+    for b in (1e4, 5e5, 1e6, 1e7):
+        th = posenc.inverse_frequencies(D, b)
+        curve = lc.aligned_score_curve(th, np.arange(200_000))
+        firsts.append(int(np.argmax(curve < 0)))
+        dextra.append(lc.critical_dimension(D, b, 131_072))
+    assert firsts == sorted(firsts) and firsts[0] > 0
+    assert dextra == [128, 98, 94, 80]
+
+
+# -- side by side ------------------------------------------------------------------
+
+
+def test_only_plain_and_ntk_leave_the_trained_angles():
+    """'everything but plain RoPE and NTK-aware scaling keeps every pair within'."""
+    rules = {
+        "PI": {"rope_type": "linear", "factor": 8.0},
+        "YaRN": {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": L},
+        "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                   "high_freq_factor": 4.0, "original_max_position_embeddings": L},
+    }
+    for params in rules.values():
+        inv, _ = rope_frequencies(D, params)
+        assert lc.angle_reach(inv, THETA, L, S * L).max() < 1.001
+    ntk, _ = rope_frequencies(D, {"rope_theta": BASE * S ** (D / (D - 2))})
+    assert lc.angle_reach(ntk, THETA, L, S * L).max() > 1.5
+    assert lc.angle_reach(THETA, THETA, L, S * L).max() > 7.9
+
+
+# -- the analysis functions: rules and bad input ------------------------------------
+
+
+def test_pair_scales_of_default_are_one():
+    lam, scale = lc.pair_scales(16)
+    np.testing.assert_array_equal(scale, np.ones(8))
+    np.testing.assert_allclose(lam, posenc.wavelengths(16))
+
+
+@pytest.mark.parametrize("call, error", [
+    (lambda: lc.angle_reach([1.0, 0.1], [1.0], 10, 20), ValueError),
+    (lambda: lc.angle_reach([1.0, -0.1], [1.0, 0.1], 10, 20), ValueError),
+    (lambda: lc.angle_reach([1.0], [1.0], 1, 20), ValueError),
+    (lambda: lc.angle_reach([1.0], [1.0], 10.0, 20), TypeError),
+    (lambda: lc.critical_dimension(7, 1e4, 100), ValueError),
+    (lambda: lc.critical_dimension(8, 1.0, 100), ValueError),
+    (lambda: lc.critical_dimension(8, 1e4, 0), ValueError),
+    (lambda: lc.rotate_with(np.ones((2, 4)), [0.5, 1.5], [1.0, 0.1]), ValueError),
+    (lambda: lc.aligned_score_curve([], [0, 1]), ValueError),
+    (lambda: lc.fitted_score_extrapolation(8, 1e4, 1, 2), ValueError),
+    (lambda: lc.neighbour_score_step([np.nan], 10), ValueError),
+    (lambda: lc.pair_scales(8, {"rope_type": "nope"}), ValueError),
+])
+def test_bad_input(call, error):
+    with pytest.raises(error):
+        call()
+
+
+def test_softmax_entropy_uniform_and_peaked():
+    assert lc.softmax_entropy(np.zeros(16)) == pytest.approx(math.log(16))
+    assert lc.softmax_entropy(np.array([0.0, -np.inf, -np.inf])) == 0.0
+    np.testing.assert_allclose(lc.softmax_entropy(np.zeros((3, 4))), np.log(4) * np.ones(3))
+
+
+# -- figures -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_figures_draw_in_both_languages(lang):
+    set_language(lang)
+    try:
+        lam = posenc.wavelengths(16)
+        figs = [
+            lcf.long_context_scales_figure([("PI", lam, np.full(8, 4.0))], 100),
+            lcf.long_context_reach_figure([("plain", lam, np.linspace(1, 4, 8))], 100),
+            lcf.long_context_score_figure(np.arange(4), [0, 1, 50, 500], [0, 1, 0, 1], 2),
+            lcf.long_context_entropy_figure([8, 16, 32], [2.0, 2.7, 3.4], [1.8, 2.4, 2.0], 16),
+        ]
+        for fig in figs:
+            assert fig.get_facecolor() == (1.0, 1.0, 1.0, 1.0)
+            assert fig.axes[0].get_xlabel()
+    finally:
+        set_language("en")
+
+
+def test_entropy_figure_marks_the_plain_entropy_at_L():
+    fig = lcf.long_context_entropy_figure([8, 16, 32], [2.0, 2.7, 3.4], [1.8, 2.4, 2.7], 16)
+    ys = [line.get_ydata()[0] for line in fig.axes[0].get_lines()
+          if line.get_linestyle() == ":"]
+    assert ys == [2.7]
+
+
+@pytest.mark.parametrize("curves", [[], [("a", [1.0, 2.0], [1.0])], [("a", [[1.0]], [[1.0]])]])
+def test_figure_bad_curves(curves):
+    with pytest.raises(ValueError):
+        lcf.long_context_scales_figure(curves, 10)
