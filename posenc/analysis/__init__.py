@@ -11,6 +11,8 @@ top of :mod:`posenc` (and :mod:`posenc.torch`).  One module per question a chapt
   float32 angle errors.
 - :mod:`~posenc.analysis.requirements`: one checker per requirement an encoding must meet.
 - :mod:`~posenc.analysis.rope_extras`: memory traffic per kernel of RoPE formulas.
+- :mod:`~posenc.analysis.other_encodings`: learned, relative, ALiBi and NoPE schemes side
+  by side (scores under a shift, Transformer-XL's terms, costs per layer).
 - :mod:`~posenc.analysis.pitfalls`: deliberately wrong implementations for the bug gallery
   (never exported).
 """

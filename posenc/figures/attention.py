@@ -1,4 +1,5 @@
-"""Figures of the chapter *why-position*: attention ignores order; where PE enters; ALiBi."""
+"""Figures of the chapter *why-position* (attention ignores order; where PE enters) and the
+ALiBi figure of the chapter *other-encodings*."""
 
 from __future__ import annotations
 

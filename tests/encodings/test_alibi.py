@@ -1,4 +1,4 @@
-"""ALiBi (posenc.alibi) and its section in the chapter why-position."""
+"""ALiBi (posenc.alibi) and its section in the chapter other-encodings (moved from why-position)."""
 
 from __future__ import annotations
 
