@@ -2,9 +2,9 @@
 
 The package is laid out by what a module is for:
 
-- ``posenc.<encoding>`` (``naive``, ``sinusoidal``, ``rope``, ``alibi``, ``layouts``): the
-  encodings a model uses, as NumPy reference functions in float64; ``apply_rope`` takes
-  NumPy arrays and torch tensors alike.
+- ``posenc.<encoding>`` (``naive``, ``sinusoidal``, ``rope``, ``rope_scaling``, ``alibi``,
+  ``relative``, ``multidim``, ``layouts``): the encodings a model uses, as NumPy reference
+  functions in float64; ``apply_rope`` takes NumPy arrays and torch tensors alike.
 - :mod:`posenc.torch`: the PyTorch modules for real models (imported on demand, so
   ``import posenc`` does not import PyTorch).
 - :mod:`posenc.analysis`: the book's measurements (uniqueness, closest pairs, similarity,
@@ -22,8 +22,24 @@ Examples
 from ._validation import LAYOUTS
 from .alibi import alibi_bias, alibi_slopes
 from .layouts import invert_permutation, layout_permutation
+from .multidim import (
+    apply_mrope,
+    apply_rope_2d,
+    grid_positions,
+    mrope_pair_components,
+    mrope_position_ids,
+    resample_position_grid,
+    sinusoidal_encoding_2d,
+)
 from .naive import binary_encoding, index_encoding, normalized_index_encoding
+from .relative import (
+    relative_positions,
+    shaw_relative_index,
+    t5_bucket_layout,
+    t5_relative_position_bucket,
+)
 from .rope import apply_rope, clear_rope_cache, rope_angles, rope_rotation_matrix, rotate_pairs
+from .rope_scaling import ROPE_TYPES, rope_frequencies
 from .sinusoidal import inverse_frequencies, shift_matrix, sinusoidal_encoding, wavelengths
 
 # The book's measurements (posenc.analysis); the names the API promises stay importable
@@ -58,6 +74,9 @@ __all__ = [
     "rotate_pairs",
     "apply_rope",
     "clear_rope_cache",
+    # RoPE past the training length (posenc.rope_scaling)
+    "rope_frequencies",
+    "ROPE_TYPES",
     "layout_permutation",
     "invert_permutation",
     "rope_angles_float32",
@@ -70,6 +89,11 @@ __all__ = [
     # ALiBi
     "alibi_slopes",
     "alibi_bias",
+    # relative positions (posenc.relative)
+    "relative_positions",
+    "shaw_relative_index",
+    "t5_relative_position_bucket",
+    "t5_bucket_layout",
     # analysis
     "dot_products_by_offset",
     "sinusoidal_dot_product",
@@ -77,4 +101,12 @@ __all__ = [
     "closest_pair",
     "min_pairwise_distance",
     "rope_decay_bound",
+    # more than one dimension (posenc.multidim)
+    "grid_positions",
+    "sinusoidal_encoding_2d",
+    "resample_position_grid",
+    "apply_rope_2d",
+    "mrope_pair_components",
+    "mrope_position_ids",
+    "apply_mrope",
 ]

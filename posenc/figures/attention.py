@@ -18,7 +18,7 @@ add_labels({
     "attn_value": {"en": "output value", "zh": "输出值"},
     "pipe_title": {"en": "where an additive positional encoding enters",
                    "zh": "加性位置编码进入模型的位置"},
-    "pipe_ids": {"en": "token ids", "zh": "词元 ID"},
+    "pipe_ids": {"en": "token ids", "zh": "词元编号"},
     "pipe_embed": {"en": "embedding\nlookup", "zh": "词嵌入\n查表"},
     "pipe_scale": {"en": r"$\times\sqrt{d_\mathrm{model}}$", "zh": r"$\times\sqrt{d_\mathrm{model}}$"},
     "pipe_add": {"en": "+", "zh": "+"},

@@ -10,7 +10,24 @@ One submodule per encoding (:mod:`posenc.torch.sinusoidal`, :mod:`posenc.torch.r
 every public name is importable from :mod:`posenc.torch` itself.
 """
 
+from .relative import (
+    ALiBiBias,
+    LearnedPositionalEmbedding,
+    ShawRelativeAttention,
+    T5RelativePositionBias,
+    t5_relative_position_bucket_torch,
+)
 from .rope import RotaryEmbedding, compiled_apply_rope
 from .sinusoidal import SinusoidalPositionalEncoding
 
-__all__ = ["SinusoidalPositionalEncoding", "RotaryEmbedding", "compiled_apply_rope"]
+__all__ = [
+    "SinusoidalPositionalEncoding",
+    "RotaryEmbedding",
+    "compiled_apply_rope",
+    # posenc.torch.relative
+    "LearnedPositionalEmbedding",
+    "ShawRelativeAttention",
+    "T5RelativePositionBias",
+    "ALiBiBias",
+    "t5_relative_position_bucket_torch",
+]
