@@ -9,7 +9,6 @@ English or Chinese.
 from __future__ import annotations
 
 import numpy as np
-from matplotlib.ticker import FuncFormatter
 
 from ._style import add_labels, label, new_figure
 
