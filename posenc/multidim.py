@@ -185,7 +185,10 @@ def resample_position_grid(table, old_size, new_size, *, num_prefix_tokens=0,
     num_prefix_tokens : int, keyword-only, default 0
         Rows at the start that are not part of the grid; copied unchanged.
     antialias : bool, keyword-only, default True
-        Passed to ``interpolate`` (as in timm); it only matters when shrinking.
+        Passed to ``interpolate`` (as in timm).  It matters when enlarging too: ``True``
+        selects PyTorch's antialiasing kernel (the bicubic of PIL, ``a = -0.5``, whose
+        taps outside the grid are dropped and the rest rescaled to sum to one), ``False``
+        the plain bicubic kernel (``a = -0.75``, edge values repeated).
 
     Returns
     -------

@@ -182,6 +182,47 @@ def test_resize_is_timms_bicubic_interpolation():
     np.testing.assert_array_equal(out[0], table[0])
 
 
+def _cubic(x, a):
+    """The cubic convolution kernel of Keys (a = -0.5 in PIL, -0.75 in plain bicubic)."""
+    x = np.abs(x)
+    return np.where(x < 1, ((a + 2) * x - (a + 3)) * x * x + 1,
+                    np.where(x < 2, (((x - 5) * x + 8) * x - 4) * a, 0.0))
+
+
+@FAST
+@given(st.integers(2, 9), st.integers(2, 9), st.integers(1, 3), st.integers(0, 2**31 - 1))
+def test_antialiased_enlarging_drops_the_taps_beyond_the_edge(h, w, grow, seed):
+    """'with antialias=True, PyTorch drops the kernel's taps that fall outside the grid
+    and rescales the others to sum to one' (PIL's kernel, a = -0.5); the plain kernel
+    (antialias=False, a = -0.75) repeats the edge values instead, and gives other
+    numbers when enlarging."""
+    table = np.random.default_rng(seed).normal(size=(h * w, 3))
+    h2, w2 = h + grow, w + 2 * grow
+
+    def weights(n, n2, aa):
+        centre = (np.arange(n2) + 0.5) * n / n2  # new centres in old pixel units
+        if aa:
+            wts = _cubic(np.arange(n)[None, :] + 0.5 - centre[:, None], -0.5)
+            return wts / wts.sum(axis=1, keepdims=True)
+        u = centre - 0.5
+        base = np.floor(u)
+        taps = base[:, None] + np.arange(-1, 3)
+        wts = _cubic(u[:, None] - taps, -0.75)
+        out = np.zeros((n2, n))
+        idx = np.clip(taps, 0, n - 1).astype(int)
+        np.add.at(out, (np.arange(n2)[:, None].repeat(4, 1), idx), wts)
+        return out
+
+    grid = table.reshape(h, w, 3)
+    for aa in (True, False):
+        want = np.einsum("ir,jc,rcf->ijf", weights(h, h2, aa), weights(w, w2, aa), grid)
+        got = posenc.resample_position_grid(table, (h, w), (h2, w2), antialias=aa)
+        np.testing.assert_allclose(got, want.reshape(h2 * w2, 3), atol=1e-12)
+    on = posenc.resample_position_grid(table, (h, w), (h2, w2))
+    off = posenc.resample_position_grid(table, (h, w), (h2, w2), antialias=False)
+    assert np.abs(on - off).max() > 1e-6
+
+
 # -- axial 2-D RoPE --------------------------------------------------------------------------
 
 
@@ -201,6 +242,15 @@ def test_score_map_is_shifted_not_changed(r, c, dr, dc, seed, layout):
 
     a, b = score_map(r, c), score_map(r + dr, c + dc)
     np.testing.assert_allclose(a[: side - dr, : side - dc], b[dr:, dc:], atol=1e-9)
+
+
+def test_rope_2d_base_is_an_argument_10000_by_default():
+    """'its base is an argument, 10000 by default' (Heo et al.'s axial models use 100)."""
+    x = np.random.default_rng(3).normal(size=(5, 16))
+    rows, cols = [0, 1, 2, 3, 4], [4, 0, 3, 1, 2]
+    default = posenc.apply_rope_2d(x, rows, cols)
+    np.testing.assert_array_equal(default, posenc.apply_rope_2d(x, rows, cols, base=10000.0))
+    assert np.abs(default - posenc.apply_rope_2d(x, rows, cols, base=100.0)).max() > 1e-3
 
 
 def test_rope_2d_column_first_pairs():
