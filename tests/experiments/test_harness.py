@@ -123,3 +123,31 @@ def test_quick_run_end_to_end(tmp_path):
         assert x["seed"] in r["config"]["seeds"]
     md = (tmp_path / "results.md").read_text()
     assert "Perplexity" in md and "Copy accuracy" in md and prov["commit"] in md
+
+
+def test_chapter_figures_render_the_quick_results(tmp_path, recwarn):
+    import posenc.figures as pf
+
+    subprocess.run([sys.executable, str(ROOT / "experiments" / "run.py"), "--quick",
+                    "--no-progress", "--out", str(tmp_path)], cwd=ROOT, check=True,
+                   capture_output=True, timeout=300)
+    r = pf.load_experiment_results(tmp_path / "results.json")
+    for lang in ("en", "zh"):
+        pf.set_language(lang)
+        try:
+            figs = [pf.experiment_perplexity_figure(r),
+                    pf.experiment_perplexity_figure(r, variants=("pi zero-shot",
+                                                                 "yarn zero-shot")),
+                    pf.experiment_copy_figure(r), pf.experiment_curves_figure(r)]
+            for fig in figs:
+                assert fig._repr_png_()[:4] == b"\x89PNG"
+                assert fig.axes[0].get_legend() is not None
+            table = str(pf.experiment_table(r))
+            assert table.count("\n") == 2 + len(ENCODINGS) + 5  # header, rule, runs
+        finally:
+            pf.set_language("en")
+    assert not [w for w in recwarn if "Glyph" in str(w.message)]
+    bad = dict(r, schema=99)
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match="schema"):
+        pf.load_experiment_results(tmp_path / "bad.json")
