@@ -17,8 +17,8 @@ Rules, in one place:
   identical);
 * ``layout`` is one of :data:`LAYOUTS`;
 * ``positions`` are integers (any integer dtype; negative values are allowed, since a
-  rotation by a negative angle is as well defined as by a positive one) with one entry
-  per sequence position.
+  rotation by a negative angle is as well defined as by a positive one) that fit in
+  int64 (larger ones are refused, not wrapped), with one entry per sequence position.
 """
 
 from __future__ import annotations
@@ -137,37 +137,88 @@ def check_layout(value, name: str = "layout") -> str:
     return value
 
 
+def check_positions_tensor(positions, length: int, name: str = "positions") -> None:
+    """Check a torch tensor of positions without reading its values.
+
+    Its dtype must be an integer one and its shape ``(length,)``; usable while
+    ``torch.compile`` or ``torch.export`` traces, where the values are unknown.
+
+    Raises
+    ------
+    TypeError
+        If the dtype is not an integer one (floats, complex and ``bool`` included).
+    ValueError
+        If ``positions`` is not 1-D or its length is not ``length``.
+    """
+    import torch
+
+    dtype = positions.dtype
+    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
+        raise TypeError(f"{name} must have an integer dtype, got {positions.dtype}")
+    _check_positions_shape(tuple(positions.shape), length, name)
+
+
+def _check_positions_shape(shape, length, name):
+    if len(shape) != 1:
+        raise ValueError(f"{name} must be 1-D with one entry per position, got shape {shape}")
+    if shape[0] != length:
+        raise ValueError(
+            f"{name} must have length {length} (the sequence length, x.shape[-2]), "
+            f"got length {shape[0]}"
+        )
+
+
+#: Positions are int64: ``-2**63 <= m < 2**63``.
+_INT64_MAX = np.iinfo(np.int64).max
+
+
 def check_positions(positions, length: int, name: str = "positions") -> np.ndarray:
     """Return ``positions`` as a 1-D ``int64`` NumPy array of length ``length``.
 
     Accepts a sequence of integers, a NumPy integer array or a torch integer tensor (on
-    any device; it is copied to the CPU).  Negative positions are allowed.
+    any device but ``meta``; it is copied to the CPU).  Negative positions are allowed;
+    positions must fit in int64 (``-2**63 <= m < 2**63``): larger ones (unsigned 64-bit
+    arrays, big Python ints) are refused rather than wrapped to negative values.  An
+    empty list is a valid zero-length sequence.
 
     Raises
     ------
     TypeError
         If the entries are not integers (floats and booleans included).
     ValueError
-        If ``positions`` is not 1-D or its length is not ``length``.
+        If ``positions`` is not 1-D, its length is not ``length``, a value does not fit in
+        int64, or it is a meta tensor (which has no values).
     """
     if type(positions).__module__.startswith("torch"):
         import torch
 
         if positions.dtype == torch.bool or positions.is_floating_point() or positions.is_complex():
             raise TypeError(f"{name} must have an integer dtype, got {positions.dtype}")
+        if positions.is_meta:
+            raise ValueError(
+                f"{name} is a meta tensor: it has a shape but no values to rotate by"
+            )
         arr = positions.detach().to("cpu").numpy()
     else:
         arr = np.asarray(positions)
         if arr.size == 0 and arr.dtype == np.float64:  # np.asarray([]) is float64
             arr = arr.astype(np.int64)
+        if arr.dtype == object and arr.size and all(_is_integer(v) for v in arr.ravel()):
+            # Python ints (NumPy makes an object array of those beyond int64 and uint64)
+            lo, hi = int(min(arr.ravel())), int(max(arr.ravel()))
+            if lo < -_INT64_MAX - 1 or hi > _INT64_MAX:
+                raise ValueError(
+                    f"{name} must fit in int64 (-2**63 <= m < 2**63), got values from "
+                    f"{lo} to {hi}"
+                )
+            arr = arr.astype(np.int64)
         if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
             raise TypeError(f"{name} must have an integer dtype, got {arr.dtype}")
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D with one entry per position, got shape {arr.shape}")
-    if arr.shape[0] != length:
+    _check_positions_shape(arr.shape, length, name)
+    if arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.size and arr.max() > _INT64_MAX:
         raise ValueError(
-            f"{name} must have length {length} (the sequence length, x.shape[-2]), "
-            f"got length {arr.shape[0]}"
+            f"{name} must fit in int64 (-2**63 <= m < 2**63), got {int(arr.max())} "
+            f"(as int64 it would wrap to a negative position)"
         )
     return arr.astype(np.int64, copy=False)
 

@@ -54,6 +54,7 @@ from ._validation import (
     check_d_model,
     check_layout,
     check_positions,
+    check_positions_tensor,
     check_real,
     check_rotary_dim,
 )
@@ -220,10 +221,14 @@ def rotate_pairs(x, angles, *, layout="interleaved"):
     Returns
     -------
     numpy.ndarray
-        Same shape as ``x``; float64 (the caller casts).
+        Same shape as ``x``; float64 (the caller casts), whatever the input dtype:
+        ``numpy.longdouble`` input is computed and returned in float64.
 
     Raises
     ------
+    TypeError
+        If ``x`` or ``angles`` do not hold real numbers (complex input is refused rather
+        than silently losing its imaginary part).
     ValueError
         If the shapes do not match or ``layout`` is unknown.
 
@@ -234,6 +239,10 @@ def rotate_pairs(x, angles, *, layout="interleaved"):
     array([[0., 1.]])
     """
     layout = check_layout(layout)
+    for name, value in (("x", x), ("angles", angles)):
+        kind = np.asarray(value).dtype.kind
+        if kind not in "fiu":  # complex would lose its imaginary part, objects fail later
+            raise TypeError(f"{name} must hold real numbers, got dtype {np.asarray(value).dtype}")
     xf = np.array(x, dtype=np.float64)
     ang = np.asarray(angles, dtype=np.float64)
     if xf.ndim < 2:
@@ -256,6 +265,12 @@ def _apply_rope_numpy(x, pos, base, layout, rotary_dim):
     arr = np.asarray(x)
     if arr.dtype == np.bool_ or arr.dtype.kind not in "fiu":
         raise TypeError(f"x must hold real numbers (a float or integer dtype), got {arr.dtype}")
+    if arr.dtype.kind == "f" and arr.dtype.itemsize > 8:
+        raise TypeError(
+            f"x has dtype {arr.dtype} (numpy.longdouble), but RoPE is computed in float64: "
+            f"returning {arr.dtype} would claim precision it does not have; pass "
+            f"x.astype(np.float64)"
+        )
     _check_x_shape(arr.shape)
     d = arr.shape[-1]
     r = check_rotary_dim(rotary_dim, d)
@@ -281,11 +296,17 @@ def _check_x_shape(shape):
 
 
 # --------------------------------------------------------------------------------------
-# torch path: cached tables, one or three kernels
+# torch path: cached tables, one or three kernels; a functional formula where those
+# cannot run (torch.compile/export, torch.func transforms, forward-mode AD, meta tensors)
 # --------------------------------------------------------------------------------------
 
+#: At most this many cached tables ...
 _CACHE_SIZE = 64
-_cache: OrderedDict = OrderedDict()
+#: ... holding at most this many bytes together (tables and keys).  A table larger than
+#: this is used for its call and not kept.
+_CACHE_BYTES = 64 << 20
+_cache: OrderedDict = OrderedDict()  # key -> (tables, nbytes)
+_cache_nbytes = 0
 _cache_lock = threading.Lock()
 
 
@@ -293,21 +314,47 @@ def clear_rope_cache():
     """Empty the small LRU cache of cos/sin tables that :func:`apply_rope` keeps for tensors.
 
     :func:`apply_rope` caches, for each (positions, rotated width, base, dtype, device,
-    layout), the tables it builds on first use (at most 64 entries, least recently used
-    evicted), so that repeated calls do not recompute trigonometric functions.  Clear it
-    to measure a first call, or to free device memory.
+    layout), the tables it builds on first use, least recently used evicted first, so
+    that repeated calls do not recompute trigonometric functions.  The cache is bounded
+    both in entries (at most 64) and in bytes (at most 64 MiB of tables and keys
+    together, on all devices); a table larger than that is used for its call and not
+    kept.  Clear it to measure a first call, or to free device memory.
 
     Examples
     --------
     >>> clear_rope_cache()
     """
+    global _cache_nbytes
     with _cache_lock:
         _cache.clear()
+        _cache_nbytes = 0
 
 
 def _is_tensor(x):
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _functional_mode(x):
+    """Whether ``x`` must take the functional formula instead of the cached, ``out=`` path.
+
+    True while ``torch.compile`` or ``torch.export`` traces (no Python cache, no lock, no
+    data-dependent branch in a graph), under a ``torch.func`` transform (``vmap``,
+    ``jvp``, ``grad``: no batching rule or forward derivative for ``out=`` kernels and
+    in-place updates of fresh buffers), under forward-mode AD (dual tensors), under a
+    ``TorchDispatchMode`` (fake tensors must not enter the cache), and for meta tensors
+    (no values).  In plain eager code it costs a few attribute reads.
+    """
+    import torch
+
+    if torch.compiler.is_compiling():
+        return True
+    return (
+        x.is_meta
+        or torch._C._are_functorch_transforms_active()
+        or torch.autograd.forward_ad._current_level >= 0
+        or torch._C._len_torch_dispatch_stack() > 0
+    )
 
 
 def _positions_key(pos, seq):
@@ -320,8 +367,20 @@ def _positions_key(pos, seq):
     return ("array", arr.tobytes()), arr
 
 
+def _tables_nbytes(key, value):
+    tensors = value if isinstance(value, tuple) else (value,)
+    key_bytes = len(key[0][1]) if key[0][0] == "array" else 0
+    return sum(t.numel() * t.element_size() for t in tensors) + key_bytes + 256
+
+
 def _torch_tables(pos_key, pos, seq, r, base, compute_dtype, device, layout):
-    """Cached tables: complex ``(seq, r/2)`` for interleaved, ``(cos, sin)`` for half."""
+    """Cached tables: complex ``(seq, r/2)`` for interleaved, ``(cos, sin)`` for half.
+
+    The tables are built outside inference mode (so that a table first built during an
+    evaluation pass can be saved for backward by a later training step) and cached under
+    one lock; the cache never holds more than ``_CACHE_BYTES``.
+    """
+    global _cache_nbytes
     import torch
 
     key = (pos_key, r, base, compute_dtype, str(device), layout)
@@ -329,25 +388,32 @@ def _torch_tables(pos_key, pos, seq, r, base, compute_dtype, device, layout):
         hit = _cache.get(key)
         if hit is not None:
             _cache.move_to_end(key)
-            return hit
+            return hit[0]
     if pos is None:
         pos = np.arange(seq, dtype=np.int64)
     angles = pos.astype(np.float64)[:, None] * inverse_frequencies(r, base)[None, :]  # float64
-    if layout == "interleaved":
-        # e^{i m theta} in complex128, cast once to the compute precision.
-        cdtype = torch.complex64 if compute_dtype == torch.float32 else torch.complex128
-        cis = torch.from_numpy(np.cos(angles) + 1j * np.sin(angles))
-        value = cis.to(device=device, dtype=cdtype)
-    else:
-        value = (
-            torch.from_numpy(np.cos(angles)).to(device=device, dtype=compute_dtype),
-            torch.from_numpy(np.sin(angles)).to(device=device, dtype=compute_dtype),
-        )
+    with torch.inference_mode(False):  # normal tensors, even inside torch.inference_mode()
+        if layout == "interleaved":
+            # e^{i m theta} in complex128, cast once to the compute precision.
+            cdtype = torch.complex64 if compute_dtype == torch.float32 else torch.complex128
+            cis = torch.from_numpy(np.cos(angles) + 1j * np.sin(angles))
+            value = cis.to(device=device, dtype=cdtype)
+        else:
+            value = (
+                torch.from_numpy(np.cos(angles)).to(device=device, dtype=compute_dtype),
+                torch.from_numpy(np.sin(angles)).to(device=device, dtype=compute_dtype),
+            )
+    nbytes = _tables_nbytes(key, value)
+    if nbytes > _CACHE_BYTES:
+        return value  # too large to keep: used for this call only
     with _cache_lock:
-        _cache[key] = value
-        _cache.move_to_end(key)
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
+        old = _cache.pop(key, None)  # another thread may have built it meanwhile
+        if old is not None:
+            _cache_nbytes -= old[1]
+        _cache[key] = (value, nbytes)
+        _cache_nbytes += nbytes
+        while len(_cache) > _CACHE_SIZE or _cache_nbytes > _CACHE_BYTES:
+            _cache_nbytes -= _cache.popitem(last=False)[1][1]
     return value
 
 
@@ -365,8 +431,10 @@ def _rotate_interleaved_torch(x, cis, r):
     d = x.shape[-1]
     try:
         xc = _as_complex_pairs(x, r)
-    except RuntimeError:  # strides that a complex view cannot express
-        x = x.contiguous()
+    except RuntimeError:
+        # Strides or a storage offset that a complex view cannot express (an odd offset,
+        # e.g. a slice of a flat buffer, survives .contiguous()): rotate a fresh copy.
+        x = x.clone(memory_format=torch.contiguous_format)
         xc = _as_complex_pairs(x, r)
     if r == d:
         return torch.view_as_real(xc * cis).flatten(-2)
@@ -444,7 +512,7 @@ def _rotate_lowp_blocked(x, tables, r, layout):
     out = torch.empty(rows.shape, dtype=x.dtype, device=x.device)
     h = r // 2
     for b, s in _lowp_blocks(rows.shape[0], seq, d):
-        t = rows[b, s].to(torch.float32)  # contiguous scratch
+        t = rows[b, s].to(torch.float32, memory_format=torch.contiguous_format)  # scratch
         if layout == "interleaved":
             _as_complex_pairs(t, r).mul_(tables[s])  # (x1 + i x2) e^{i m theta}
         else:
@@ -475,8 +543,11 @@ def _tensor_tables(x, pos, base, rotary_dim, table_layout):
 
 
 def _apply_rope_torch(x, pos, base, layout, rotary_dim):
+    if _functional_mode(x):
+        r, cos, sin = _functional_tables(x, pos, base, rotary_dim)
+        return _rotate_functional(x, cos, sin, r, layout)
     r, tables = _tensor_tables(x, pos, base, rotary_dim, layout)
-    return _rotate_tensor(x, tables, r, layout)
+    return _rotate_eager(x, tables, r, layout)
 
 
 def _compute_dtype(dtype):
@@ -492,8 +563,19 @@ def _rotate_tensor(x, tables, r, layout):
     ``tables`` are in ``_compute_dtype(x.dtype)`` on ``x.device``: the complex
     ``e^{i m theta}`` of shape ``(seq, r/2)`` for the interleaved layout, ``(cos, sin)``
     for the half layout.  float16/bfloat16 are rotated in float32 and rounded once (on
-    the CPU block by block, see :func:`_rotate_lowp_blocked`).
+    the CPU block by block, see :func:`_rotate_lowp_blocked`).  Under tracing, ``torch.func``
+    transforms and forward-mode AD the functional formula is used (see
+    :func:`_functional_mode`).
     """
+    if _functional_mode(x):
+        if layout == "interleaved":
+            return _rotate_functional(x, tables.real, tables.imag, r, layout)
+        return _rotate_functional(x, tables[0], tables[1], r, layout)
+    return _rotate_eager(x, tables, r, layout)
+
+
+def _rotate_eager(x, tables, r, layout):
+    """:func:`_rotate_tensor` without the mode check: the fast eager kernels."""
     import torch
 
     dtype = x.dtype
@@ -507,6 +589,81 @@ def _rotate_tensor(x, tables, r, layout):
     else:
         out = _rotate_half_torch(xc, *tables, r)
     return out if dtype == compute else out.to(dtype)
+
+
+def _inv_freq_tensor(r, base):
+    """``inverse_frequencies(r, base)`` as a float64 CPU tensor.
+
+    Eagerly (``torch.func``, forward AD, meta) and under ``torch.export`` these are the
+    NumPy frequencies of the cached path, bit for bit; inside ``torch.compile`` Dynamo
+    traces the NumPy code into tensor operations, which may differ in the last float64
+    bit (an angle error of about ``m * 1e-16``, invisible below float64 at any practical
+    position).  :class:`posenc.torch.RotaryEmbedding` passes its own copy instead.
+    """
+    import torch
+
+    return torch.from_numpy(inverse_frequencies(r, base))
+
+
+def _positions_float64(pos, seq, device):
+    """Positions as a float64 tensor ``(seq,)`` on ``device``, read by tensor operations.
+
+    Checks dtype and shape only (a traced graph must not branch on the values).
+    """
+    import torch
+
+    if pos is None:
+        return torch.arange(seq, dtype=torch.float64, device=device)
+    if isinstance(pos, torch.Tensor):
+        check_positions_tensor(pos, seq)
+        if pos.device.type == "meta" and device.type != "meta":
+            raise ValueError(
+                "positions is a meta tensor (it has no values) but x is not; pass real "
+                "positions, or meta x for a shape-only pass"
+            )
+        return pos.to(device=device, dtype=torch.float64)
+    arr = check_positions(pos, seq)
+    return torch.from_numpy(arr.astype(np.float64)).to(device)
+
+
+def _functional_tables(x, pos, base, rotary_dim, inv_freq=None):
+    """``r`` and ``(cos, sin)`` of shape ``(seq, r/2)``, built with tensor operations only.
+
+    The angles are formed in float64 from the same frequencies as the cached tables, and
+    cast to the compute dtype after ``cos`` and ``sin``; nothing is cached.
+    """
+    if not x.is_floating_point():
+        raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
+    _check_x_shape(tuple(x.shape))
+    r = check_rotary_dim(rotary_dim, int(x.shape[-1]))
+    p = _positions_float64(pos, x.shape[-2], x.device)
+    if inv_freq is None:
+        inv_freq = _inv_freq_tensor(r, base)
+    angles = p[:, None] * inv_freq.to(x.device)[None, :]
+    compute = _compute_dtype(x.dtype)
+    return r, angles.cos().to(compute), angles.sin().to(compute)
+
+
+def _rotate_functional(x, cos, sin, r, layout):
+    """Rotate with one out-of-place expression per layout (no ``out=``, no in-place).
+
+    What ``torch.compile`` fuses into one loop, and what ``vmap``, ``jvp`` and forward-mode
+    AD can batch and differentiate.  ``cos`` and ``sin`` broadcast against
+    ``x[..., :r/2]`` and are in the compute dtype; ``x`` is converted to it, and the result
+    rounded once to ``x.dtype``.
+    """
+    import torch
+
+    h = r // 2
+    xr = x[..., :r].to(cos.dtype)
+    if layout == "half":
+        x1, x2 = xr[..., :h], xr[..., h:]
+        rot = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    else:
+        x1, x2 = xr.unflatten(-1, (h, 2)).unbind(-1)
+        rot = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
+    rot = rot.to(x.dtype)
+    return rot if r == x.shape[-1] else torch.cat((rot, x[..., r:]), dim=-1)
 
 
 def apply_rope(x, positions=None, *, base=10000.0, layout="interleaved", rotary_dim=None):
@@ -536,7 +693,27 @@ def apply_rope(x, positions=None, *, base=10000.0, layout="interleaved", rotary_
     complex) tables are cached per (positions, r, base, dtype, device, layout) in a small
     LRU cache (:func:`clear_rope_cache`); the interleaved layout is one complex multiply,
     the half layout three kernels into one preallocated output.  Autograd works (a
-    differentiable formula is used when ``x`` requires grad).
+    differentiable formula is used when ``x`` requires grad).  ``x`` is never modified,
+    whatever its strides and storage offset (views that a complex view cannot express are
+    copied first).
+
+    Guarantees for tensors, for use in real training and serving stacks:
+
+    * **memory bounded by the input**: tables have the size of the call's positions,
+      and the cache holds at most 64 entries and 64 MiB (a larger table is not kept);
+    * **thread-safe**: the cache is shared under one lock;
+    * **inference mode**: cached tables are built outside ``torch.inference_mode()``,
+      so an evaluation pass never leaves a table that a training step cannot save for
+      backward;
+    * **torch.compile and torch.export**: while a graph is traced (``fullgraph=True``
+      included), the cache is bypassed and the tables are computed from the positions
+      with tensor operations (float64 angles), in one expression per layout that the
+      compiler fuses into one loop, so a compiled model gets the fusion of
+      :func:`posenc.torch.compiled_apply_rope` by calling this function;
+    * **torch.func**: under ``vmap``, ``jvp``, ``grad`` and forward-mode AD the same
+      functional formula is used, so ``jvp`` gives the rotation of the tangent (RoPE is
+      linear in ``x``) and ``vmap`` equals a loop, also over positions;
+    * **meta tensors**: meta ``x`` gives a meta result (a shape-only pass).
 
     Parameters
     ----------
@@ -545,9 +722,9 @@ def apply_rope(x, positions=None, *, base=10000.0, layout="interleaved", rotary_
         ``(batch, heads, seq, head_dim)``).
     positions : array_like of int or torch.Tensor, optional
         Shape ``(seq,)``: the position of each row.  Default ``0 .. seq - 1``.  Any
-        integers: an offset run ``start .. start + seq - 1`` rotates the new tokens of a
-        KV cache exactly as in the full sequence; negative positions are allowed (a
-        rotation by a negative angle).
+        integers that fit in int64: an offset run ``start .. start + seq - 1`` rotates
+        the new tokens of a KV cache exactly as in the full sequence; negative positions
+        are allowed (a rotation by a negative angle).
     base : float, keyword-only, default 10000.0
         Finite and ``> 1``.
     layout : {"interleaved", "half"}, keyword-only
@@ -566,12 +743,14 @@ def apply_rope(x, positions=None, *, base=10000.0, layout="interleaved", rotary_
     Raises
     ------
     TypeError
-        If ``x`` does not hold real numbers, ``positions`` are not integers, or
-        ``base`` is not real.
+        If ``x`` does not hold real numbers (complex included) or is a
+        ``numpy.longdouble`` array (computed in float64, it would claim precision it
+        does not have), ``positions`` are not integers, or ``base`` is not real.
     ValueError
         If ``x`` has fewer than 2 dimensions or an odd last dimension, ``positions``
-        does not have shape ``(seq,)``, ``base <= 1``, ``layout`` is unknown, or
-        ``rotary_dim`` is not an even number in ``[2, d]``.
+        does not have shape ``(seq,)``, does not fit in int64 (``>= 2**63``, which would
+        wrap to negative positions) or is a meta tensor for a real ``x``, ``base <= 1``,
+        ``layout`` is unknown, or ``rotary_dim`` is not an even number in ``[2, d]``.
 
     Examples
     --------

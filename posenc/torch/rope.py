@@ -1,16 +1,85 @@
-r"""RoPE as a PyTorch module, and the opt-in compiled kernel."""
+r"""RoPE as a PyTorch module, and the opt-in compiled kernel.
+
+Both, like :func:`posenc.apply_rope` on tensors, are meant to be dropped into a real
+training or serving stack, and keep these guarantees (each has a test in
+``tests/encodings/test_robustness.py``):
+
+* **Meta-device init.** ``RotaryEmbedding(...)`` built on the ``meta`` device (or
+  moved there) and materialised with ``.to_empty(device=...)`` -- what
+  ``torch.device("meta")`` contexts and FSDP do -- has valid tables: the
+  non-persistent ``cos``/``sin`` buffers, which ``load_state_dict`` never refills, are
+  rebuilt from float64 whenever a conversion (``to_empty``, ``to``, ``half``, ...)
+  replaces them, and built on the input's device if a forward pass finds them still on
+  ``meta``.
+* **float64 in, float64 out, float64 tables**: float64 input is rotated with tables
+  computed for the call in float64, as :func:`posenc.apply_rope` does.
+* **Memory bounded by the input.** The table grows only to cover a sequence (to the
+  next power of two) or positions below ``max(max_seq_len, 32768, 2 * seq)``; other
+  positions (far, or negative) are computed for the call only, from float64 angles.
+  One token at position ``2**40`` costs one row, not a table of ``2**40`` rows.
+* **Inference mode.** Tables are always built outside ``torch.inference_mode()``, so a
+  table first built during an evaluation pass can be saved for backward by a later
+  training step.
+* **Thread-safe.** Threads may share one module: table growth takes a lock, swaps in a
+  larger table and never shrinks it, and every call reads one snapshot of it.
+* **torch.compile and torch.export.** While a graph is traced (``fullgraph=True``
+  included) no Python cache, lock or value-dependent branch is used: cos and sin are
+  computed from the positions with tensor operations (float64 angles, the same
+  frequencies), which ``torch.export`` records as part of the program, and the rotation
+  is one expression that the compiler fuses.
+* **torch.func.** Under ``vmap``, ``jvp``, ``grad`` and forward-mode AD the same
+  functional formula is used (the eager fast path writes into preallocated outputs,
+  which those transforms cannot batch or differentiate).
+
+In plain eager code none of this costs more than a few attribute reads per call: the
+fast kernels (one complex multiply, or three kernels into one output; float16 and
+bfloat16 rotated in float32 block by block and rounded once) are unchanged.
+"""
 
 from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
 
 import numpy as np
 import torch
 from torch import nn
 
-from .._validation import check_base, check_count, check_d_model, check_layout
-from ..rope import _compute_dtype, _rotate_tensor, _tensor_tables
+from .._validation import (
+    check_base,
+    check_count,
+    check_d_model,
+    check_layout,
+    check_positions,
+    check_positions_tensor,
+)
+from ..rope import (
+    _compute_dtype,
+    _functional_mode,
+    _positions_float64,
+    _rotate_eager,
+    _rotate_functional,
+    _tensor_tables,
+    apply_rope,
+)
 from ..sinusoidal import inverse_frequencies
 
 __all__ = ["RotaryEmbedding", "compiled_apply_rope"]
+
+#: Rows the table may grow to for positions, whatever ``max_seq_len`` and the input (for
+#: ``dim=128``, 16 MiB of float32 cos and sin).  Past it, positions are computed per call.
+_GROWTH_ROWS = 1 << 15
+
+#: One lock for the table growth of every module: growth is rare, and a lock stored on
+#: the module would not survive ``copy.deepcopy`` or pickling.
+_GROW_LOCK = threading.Lock()
+
+#: Position dtypes read on their device (``aminmax``, indexing); others go through NumPy.
+_FAST_POSITION_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+def _next_pow2(n):
+    return 1 << max(n - 1, 0).bit_length()
 
 
 class RotaryEmbedding(nn.Module):
@@ -19,11 +88,48 @@ class RotaryEmbedding(nn.Module):
     ``forward(q, k, positions=None)`` returns ``(apply_rope(q), apply_rope(k))`` with
     the same positions, layout and base (see :func:`posenc.apply_rope`), reading cos and
     sin from buffers ``cos`` and ``sin`` of shape ``(max_seq_len, dim/2)`` (float32,
-    computed from float64 angles, non-persistent).  Positions past the table extend it
-    (to the next power of two, from float64 again); negative positions are computed
-    directly, without the table.  float16/bfloat16 inputs are rotated in float32 and
-    cast back.  If the module itself is cast (``.half()``), the table is rebuilt in
-    float32 on the next call rather than used in low precision.
+    computed from float64 angles, non-persistent).  A longer sequence extends the table
+    (to the next power of two, from float64 again), and so do positions past it up to
+    ``max(max_seq_len, 32768, 2 * seq)`` rows; farther positions and negative ones are
+    computed for the call only, so memory is bounded by the input and never by the
+    largest position value.  float16/bfloat16 inputs are rotated in float32 and rounded
+    once; float64 inputs with float64 tables computed for the call.  If the module
+    itself is cast (``.half()``), the table is rebuilt in float32 rather than used in low
+    precision.
+
+    Guarantees (see :mod:`posenc.torch.rope`): meta-init safe (``.to("meta")`` or a
+    ``torch.device("meta")`` context, then ``.to_empty(device=...)``, gives valid
+    tables), thread-safe table growth, tables built outside inference mode, memory
+    bounded by the input, ``torch.compile(fullgraph=True)`` and ``torch.export`` of the
+    module with positions, and ``torch.func.vmap``/``jvp`` and forward-mode AD.
+
+    **Scaled RoPE.**  With ``rope_parameters`` (a transformers ``config.rope_parameters``
+    dict) the frequencies are :func:`posenc.rope_frequencies`' and cos and sin are
+    multiplied by its attention factor, so that the output is that of transformers'
+    ``LlamaRotaryEmbedding`` followed by ``apply_rotary_pos_emb`` for the same config
+    (with ``layout="half"``), computed from float64 angles where transformers uses
+    float32 ones.  ``default``, ``linear``, ``yarn`` and ``llama3`` are static: one set
+    of frequencies, in the table.  Two types depend on the length, which is
+    ``max(positions) + 1`` of the call, as in transformers:
+
+    * ``"longrope"`` uses ``long_factor`` when that length exceeds
+      ``original_max_position_embeddings`` and ``short_factor`` otherwise (per call,
+      also inside a compiled or exported graph);
+    * ``"dynamic"`` (dynamic NTK) follows transformers' ``dynamic_rope_update``, which
+      keeps state between calls: when the length grows past the cached length the
+      frequencies are recomputed for it and it becomes the cached length; when it falls
+      below ``max_position_embeddings`` after having grown past it, the original
+      frequencies and length are restored; in between, the last recomputed frequencies
+      stay.  A known pitfall: an implementation that computes the "dynamic" frequencies
+      once (at load time, or for the first long request) and keeps them runs a *static*
+      variant, a different model from the one the config describes.  Being stateful,
+      ``"dynamic"`` cannot be traced: ``torch.export`` refuses it with a ``ValueError``,
+      and ``torch.compile`` falls back to eager Python where the positions are read
+      (same results and state as eager mode, to float32 rounding).
+
+    The table holds the frequencies fixed at construction (the original ones for
+    ``"dynamic"``, the short ones for ``"longrope"``); calls that use others compute
+    cos and sin for their own positions only.
 
     Parameters
     ----------
@@ -39,12 +145,32 @@ class RotaryEmbedding(nn.Module):
         Rotate through :func:`compiled_apply_rope`'s ``torch.compile`` kernel: one pass
         over memory instead of one to three eager kernels (and no float32 copy for
         float16/bfloat16), at the price of compiling on first use.
+    rope_parameters : mapping or None, default None
+        A transformers ``config.rope_parameters`` dict (``rope_type`` one of
+        :data:`posenc.ROPE_TYPES`, ``rope_theta`` and that type's keys; see
+        :func:`posenc.rope_frequencies`).  ``dim`` is the rotated width.  Its
+        ``rope_theta`` is the base (``base`` is used when it has none; giving both with
+        different values is an error).  None: plain RoPE with ``base``.
+    max_position_embeddings : int or None, default None
+        The model's ``config.max_position_embeddings``: required by ``"dynamic"`` (the
+        length it rescales from); as in transformers, ``"yarn"`` and ``"longrope"``
+        derive ``factor`` from it when that is absent, and the scaled types use it when
+        ``original_max_position_embeddings`` is absent.
+
+    Attributes
+    ----------
+    rope_type : str
+        ``"default"`` without ``rope_parameters``.
+    attention_factor : float
+        The multiplier of cos and sin (1.0 unless the rope_type has one).
 
     Raises
     ------
     TypeError, ValueError
-        For bad arguments, and in ``forward`` for tensors whose last dimension is not
-        ``dim`` or positions of the wrong length or dtype.
+        For bad arguments (a bad ``rope_parameters`` key or value is named), and in
+        ``forward`` for tensors whose last dimension is not ``dim``, positions of the
+        wrong length or dtype, positions that do not fit in int64, or meta positions
+        with real ``q``.
 
     Examples
     --------
@@ -58,10 +184,31 @@ class RotaryEmbedding(nn.Module):
     >>> q3, _ = rope(q, k, positions=torch.arange(100, 105))  # past the table: extended
     >>> rope.cos.shape
     torch.Size([128, 4])
+    >>> q4, _ = rope(q[..., :1, :], k[..., :1, :], positions=[2**40])  # far: one row
+    >>> rope.cos.shape
+    torch.Size([128, 4])
+
+    Built on the meta device and materialised, as large models are:
+
+    >>> meta = RotaryEmbedding(8, layout="half", max_seq_len=16).to("meta")
+    >>> real = meta.to_empty(device="cpu")
+    >>> bool(torch.equal(real(q, k)[0], rope(q, k)[0]))
+    True
+
+    Llama 3.1's scaled RoPE, from its config:
+
+    >>> llama31 = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+    ...            "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+    ...            "original_max_position_embeddings": 8192}
+    >>> rope31 = RotaryEmbedding(8, layout="half", rope_parameters=llama31,
+    ...                          max_position_embeddings=131072)
+    >>> rope31
+    RotaryEmbedding(dim=8, base=500000, layout='half', max_seq_len=4096, rope_type='llama3')
+    >>> q5, k5 = rope31(q, k, positions=torch.arange(9000, 9005))
     """
 
     def __init__(self, dim, base=10000.0, layout="interleaved", max_seq_len=4096,
-                 compiled=False):
+                 compiled=False, rope_parameters=None, max_position_embeddings=None):
         super().__init__()
         if not isinstance(compiled, bool):
             raise TypeError(f"compiled must be True or False, got {compiled!r}")
@@ -69,53 +216,191 @@ class RotaryEmbedding(nn.Module):
         self.dim = check_d_model(dim, "dim", even=True)
         self.base = check_base(base)
         self.layout = check_layout(layout)
-        n = check_count(max_seq_len, "max_seq_len")
-        cos, sin = self._tables(np.arange(n))
+        self._max_seq_len = check_count(max_seq_len, "max_seq_len")
+        self._set_frequencies(rope_parameters, max_position_embeddings)
+        cos, sin = self._tables(np.arange(self._max_seq_len))
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
 
-    def _tables(self, positions, device=None):
-        angles = positions.astype(np.float64)[:, None] * inverse_frequencies(self.dim, self.base)
-        cos = torch.from_numpy(np.cos(angles)).to(device=device, dtype=torch.float32)
-        sin = torch.from_numpy(np.sin(angles)).to(device=device, dtype=torch.float32)
+    def _set_frequencies(self, rope_parameters, max_position_embeddings):
+        """The frequencies of the table (float64, a plain CPU attribute: a constant of
+        traced graphs, untouched by ``to("meta")``), the attention factor, and what the
+        length-dependent types (dynamic, longrope) need to switch frequencies."""
+        if max_position_embeddings is not None:
+            max_position_embeddings = check_count(
+                max_position_embeddings, "max_position_embeddings", minimum=1)
+        self.max_position_embeddings = max_position_embeddings
+        self.rope_type, self.attention_factor = "default", 1.0
+        if rope_parameters is None:
+            inv_freq = inverse_frequencies(self.dim, self.base)
+        else:
+            from ..rope_scaling import rope_frequencies
+
+            if not isinstance(rope_parameters, Mapping):
+                raise TypeError(
+                    "rope_parameters must be a mapping (a transformers config.rope_parameters "
+                    f"dict) or None, got {type(rope_parameters).__name__}"
+                )
+            params = dict(rope_parameters)
+            theta = params.get("rope_theta")
+            if theta is None:
+                params["rope_theta"] = self.base
+            else:
+                theta = check_base(theta, "rope_parameters['rope_theta']")
+                if self.base not in (10000.0, theta):
+                    raise ValueError(
+                        f"base ({self.base:g}) and rope_parameters['rope_theta'] ({theta:g}) "
+                        f"disagree; give the base once"
+                    )
+                self.base = theta
+            # checks every key and value (TypeError/ValueError naming the key)
+            inv_freq, self.attention_factor = rope_frequencies(
+                self.dim, params, max_position_embeddings=max_position_embeddings)
+            self.rope_type = params.get("rope_type") or params.get("type") or "default"
+            self._rope_parameters = params
+            if self.rope_type == "longrope":
+                # transformers: long factors once max(position) + 1 exceeds the original length
+                original = params.get("original_max_position_embeddings")
+                self._long_after = int(max_position_embeddings if original is None else original)
+                with torch.inference_mode(False):
+                    self._long_inv_freq = torch.from_numpy(rope_frequencies(
+                        self.dim, params, seq_len=self._long_after + 1,
+                        max_position_embeddings=max_position_embeddings)[0])
+        with torch.inference_mode(False):
+            self._inv_freq = torch.from_numpy(np.asarray(inv_freq, dtype=np.float64))
+        if self.rope_type == "dynamic":
+            # transformers' (max_seq_len_cached, inv_freq) of dynamic_rope_update
+            self._dynamic_state = (max_position_embeddings, self._inv_freq)
+
+    def _call_frequencies(self, seq_len):
+        """The frequencies for a call whose largest position is ``seq_len - 1`` (eager).
+
+        ``"longrope"``: the long factors when ``seq_len`` exceeds the original length, as
+        transformers picks them.  ``"dynamic"``: transformers' ``dynamic_rope_update``,
+        which keeps state between calls: recompute for ``seq_len`` when it grows past the
+        cached length, and return to the original frequencies when it falls below
+        ``max_position_embeddings`` after having grown past it.
+        """
+        if self.rope_type == "longrope":
+            return self._long_inv_freq if seq_len > self._long_after else self._inv_freq
+        if self.rope_type != "dynamic":
+            return self._inv_freq
+        from ..rope_scaling import rope_frequencies
+
+        original = self.max_position_embeddings
+        with _GROW_LOCK:
+            cached, inv_freq = self._dynamic_state
+            if seq_len > cached:  # growth
+                with torch.inference_mode(False):
+                    inv_freq = torch.from_numpy(rope_frequencies(
+                        self.dim, self._rope_parameters, seq_len=seq_len,
+                        max_position_embeddings=original)[0])
+                cached = seq_len
+            if seq_len < original and cached > original:  # reset
+                cached, inv_freq = original, self._inv_freq
+            self._dynamic_state = (cached, inv_freq)
+        return inv_freq
+
+    def _tables(self, positions, device=None, dtype=torch.float32, inv_freq=None):
+        """cos and sin of ``positions`` (int64 NumPy) times the attention factor, from
+        float64 angles, never inference tensors; empty tables on the meta device."""
+        with torch.inference_mode(False):
+            if device is not None and torch.device(device).type == "meta":
+                shape = (positions.shape[0], self.dim // 2)
+                return (torch.empty(shape, dtype=dtype, device="meta"),
+                        torch.empty(shape, dtype=dtype, device="meta"))
+            inv = (self._inv_freq if inv_freq is None else inv_freq).numpy()
+            angles = positions.astype(np.float64)[:, None] * inv[None, :]
+            cos, sin = np.cos(angles), np.sin(angles)
+            if self.attention_factor != 1.0:
+                cos *= self.attention_factor
+                sin *= self.attention_factor
+            cos = torch.from_numpy(cos).to(device=device, dtype=dtype)
+            sin = torch.from_numpy(sin).to(device=device, dtype=dtype)
         return cos, sin
 
     def extra_repr(self):
+        scaled = "" if self.rope_type == "default" else f", rope_type={self.rope_type!r}"
         return (
             f"dim={self.dim}, base={self.base:g}, layout={self.layout!r}, "
-            f"max_seq_len={self.cos.shape[0]}" + (", compiled=True" if self.compiled else "")
+            f"max_seq_len={self.cos.shape[0]}{scaled}"
+            + (", compiled=True" if self.compiled else "")
         )
 
-    def _extend(self, n):
-        n = 1 << max(n - 1, 0).bit_length()
-        self.cos, self.sin = self._tables(np.arange(n), self.cos.device)
+    def _apply(self, fn, recurse=True):
+        # Conversions (to, to_empty, half, cuda, ...) replace the buffers.  The tables are
+        # deterministic and not in state_dict, so whatever the conversion made of them
+        # (uninitialised memory after to_empty, float16 after half) is rebuilt.
+        before = self._buffers.get("cos")
+        super()._apply(fn, recurse)
+        cos = self._buffers.get("cos")
+        if cos is not None and (cos is not before or cos.dtype != torch.float32):
+            self._rebuild(cos.device, cos.shape[0])
+        return self
 
-    def _cos_sin(self, positions, seq, device):
-        """cos and sin of shape (seq, dim/2), float32, on ``device``."""
-        if self.cos.dtype != torch.float32:  # the module was cast: rebuild in float32
-            self._extend(self.cos.shape[0])
-        if positions is None:
-            if seq > self.cos.shape[0]:
-                self._extend(seq)
-            return self.cos[:seq], self.sin[:seq]
-        if not torch.is_tensor(positions):
-            positions = torch.as_tensor(np.asarray(positions))
-        if positions.dtype == torch.bool or positions.is_floating_point() or positions.is_complex():
-            raise TypeError(f"positions must have an integer dtype, got {positions.dtype}")
-        if positions.ndim != 1 or positions.shape[0] != seq:
-            raise ValueError(
-                f"positions must have shape ({seq},) (the sequence length, q.shape[-2]), "
-                f"got {tuple(positions.shape)}"
-            )
+    def _rebuild(self, device, n):
+        with _GROW_LOCK:
+            self.cos, self.sin = self._tables(np.arange(n), device)
+
+    def _grow(self, n, device):
+        """Tables covering positions ``< n`` (at least); swapped in under the lock."""
+        with _GROW_LOCK:
+            cos, sin = self.cos, self.sin
+            if cos.device.type != "meta" and min(cos.shape[0], sin.shape[0]) >= n:
+                return cos, sin  # another thread grew it meanwhile
+            if cos.device.type != "meta":
+                device = cos.device
+            n = max(_next_pow2(n), cos.shape[0])  # never shrink
+            cos, sin = self._tables(np.arange(n), device)
+            self.cos, self.sin = cos, sin
+            return cos, sin
+
+    def _positions(self, positions, seq):
+        """Checked positions: an integer tensor ``(seq,)`` and its min and max (eager)."""
+        if (torch.is_tensor(positions) and positions.dtype in _FAST_POSITION_DTYPES
+                and positions.device.type != "meta"):
+            check_positions_tensor(positions, seq)
+            if seq == 0:
+                return positions, 0, 0
+            lo, hi = (int(t) for t in torch.aminmax(positions))
+            return positions, lo, hi
+        arr = check_positions(positions, seq)  # lists, arrays, uint64: int64 NumPy
         if seq == 0:
-            return self.cos[:0], self.sin[:0]
-        lo, hi = int(positions.min()), int(positions.max())
-        if lo < 0:  # negative positions: compute directly (a table index would wrap)
-            return self._tables(positions.cpu().numpy().astype(np.int64), device)
-        if hi >= self.cos.shape[0]:
-            self._extend(hi + 1)
-        idx = positions.to(device=self.cos.device, dtype=torch.long)
-        return self.cos[idx], self.sin[idx]
+            return torch.from_numpy(arr), 0, 0
+        return torch.from_numpy(arr), int(arr.min()), int(arr.max())
+
+    def _cos_sin(self, positions, seq, device, dtype):
+        """cos and sin of shape (seq, dim/2) in ``dtype`` (float32 or float64)."""
+        if positions is None:
+            idx, lo, hi = None, 0, seq - 1
+        else:
+            idx, lo, hi = self._positions(positions, seq)
+        inv_freq = self._inv_freq
+        if self.rope_type in ("dynamic", "longrope") and seq:
+            inv_freq = self._call_frequencies(hi + 1)
+        if dtype == torch.float64 or inv_freq is not self._inv_freq:
+            # computed for the call: float64 as apply_rope does, or frequencies that are
+            # not the table's (dynamic past its length, longrope's long factors)
+            pos = np.arange(seq, dtype=np.int64) if idx is None else idx.cpu().numpy()
+            return self._tables(pos.astype(np.int64), device, dtype, inv_freq)
+        cos, sin = self.cos, self.sin  # one snapshot: never shrunk, rows never change
+        n = min(cos.shape[0], sin.shape[0])
+        if cos.device.type == "meta" or sin.device.type == "meta":
+            n = -1  # never materialised: build on the input's device
+        if idx is None:
+            if seq > n:
+                cos, sin = self._grow(seq, device)
+            return cos[:seq], sin[:seq]
+        if seq == 0:
+            return cos[:0], sin[:0]
+        if lo < 0 or (hi >= n and _next_pow2(hi + 1) > max(
+                self._max_seq_len, _GROWTH_ROWS, 2 * seq)):
+            # negative or far positions: only the rows asked for, from float64
+            return self._tables(idx.cpu().numpy().astype(np.int64), device)
+        if hi >= n:
+            cos, sin = self._grow(hi + 1, device)
+        idx = idx.to(device=cos.device, dtype=torch.long)
+        return cos[idx], sin[idx]
 
     def _rotate(self, x, cos, sin):
         compute = _compute_dtype(x.dtype)
@@ -123,7 +408,57 @@ class RotaryEmbedding(nn.Module):
         if self.compiled:
             return _compiled_kernel(self.layout)(x, cos, sin, self.dim)
         tables = torch.complex(cos, sin) if self.layout == "interleaved" else (cos, sin)
-        return _rotate_tensor(x, tables, self.dim, self.layout)
+        return _rotate_eager(x, tables, self.dim, self.layout)
+
+    def _functional_frequencies(self, positions, seq):
+        """The call's frequencies where the values of ``positions`` may not be read."""
+        if self.rope_type not in ("dynamic", "longrope"):
+            return self._inv_freq
+        if not torch.compiler.is_compiling():
+            # torch.func transforms, forward AD, meta: eager Python, where the positions
+            # can be read unless batched or meta (then the current frequencies: the values
+            # of a shape-only pass do not matter)
+            current = self._dynamic_state[1] if self.rope_type == "dynamic" else self._inv_freq
+            if seq == 0:
+                return current
+            if positions is None:
+                return self._call_frequencies(seq)
+            try:
+                pos = positions if torch.is_tensor(positions) else torch.as_tensor(
+                    check_positions(positions, seq))
+                hi = int(pos.max())
+            except (RuntimeError, NotImplementedError):
+                return current
+            return self._call_frequencies(hi + 1)
+        if self.rope_type == "dynamic":
+            raise ValueError(
+                "rope_type 'dynamic' cannot be traced into a graph (torch.export refuses it; "
+                "torch.compile falls back to eager Python here): its frequencies depend on the "
+                "values of the positions and on earlier calls (transformers' "
+                "dynamic_rope_update); use a static rope_type to export"
+            )
+        # longrope, traced: pick the long or short set inside the graph, as transformers
+        if positions is None:
+            return self._long_inv_freq if seq > self._long_after else self._inv_freq
+        seq_len = torch.as_tensor(positions).max() + 1
+        return torch.where(seq_len > self._long_after, self._long_inv_freq, self._inv_freq)
+
+    def _forward_functional(self, q, k, positions):
+        """Traced, transformed or meta calls: cos and sin from the positions, no table."""
+        seq = q.shape[-2]
+        inv_freq = self._functional_frequencies(positions, seq)
+        p = _positions_float64(positions, seq, q.device)
+        angles = p[:, None] * inv_freq.to(q.device)[None, :]
+        out = []
+        for x in (q, k):
+            compute = _compute_dtype(x.dtype)
+            cos, sin = angles.cos(), angles.sin()
+            if self.attention_factor != 1.0:
+                cos, sin = cos * self.attention_factor, sin * self.attention_factor
+            cos = cos.to(device=x.device, dtype=compute)
+            sin = sin.to(device=x.device, dtype=compute)
+            out.append(_rotate_functional(x, cos, sin, self.dim, self.layout))
+        return tuple(out)
 
     def forward(self, q, k, positions=None):
         """Rotate ``q`` and ``k`` (shape ``(..., seq, dim)``) at the same positions.
@@ -134,7 +469,8 @@ class RotaryEmbedding(nn.Module):
             Floating-point, shape ``(..., seq, dim)`` (the leading dimensions may
             differ, e.g. grouped-query attention).
         positions : torch.Tensor or array_like of int, optional
-            Shape ``(seq,)``; default ``0 .. seq - 1``.
+            Shape ``(seq,)``; default ``0 .. seq - 1``.  Any integers that fit in int64
+            (negative allowed); an empty list for an empty sequence.
 
         Returns
         -------
@@ -152,7 +488,19 @@ class RotaryEmbedding(nn.Module):
             raise ValueError(
                 f"q and k must have the same sequence length, got {q.shape[-2]} and {k.shape[-2]}"
             )
-        cos, sin = self._cos_sin(positions, q.shape[-2], q.device)
+        if positions is not None:
+            seq = q.shape[-2]
+            shape = tuple(positions.shape) if torch.is_tensor(positions) else np.shape(positions)
+            if len(shape) != 1 or shape[0] != seq:
+                raise ValueError(
+                    f"positions must have shape ({seq},) (the sequence length, q.shape[-2]), "
+                    f"got {shape}"
+                )
+        if _functional_mode(q) or k.is_meta:  # the other conditions are global state
+            return self._forward_functional(q, k, positions)
+        wide = torch.float64 in (q.dtype, k.dtype)
+        cos, sin = self._cos_sin(positions, q.shape[-2], q.device,
+                                 torch.float64 if wide else torch.float32)
         return self._rotate(q, cos, sin), self._rotate(k, cos, sin)
 
 
@@ -212,7 +560,11 @@ def compiled_apply_rope(x, positions=None, *, base=10000.0, layout="interleaved"
     rotated width or (once) sequence length, compiles for a few seconds (longer for the
     first compilation in a process), and it needs what ``torch.compile`` needs (a C++
     compiler on the CPU, Triton on a GPU).  A model that is compiled anyway gets the
-    same fusion by calling :func:`posenc.apply_rope` inside it.
+    same fusion by calling :func:`posenc.apply_rope` inside it: while traced,
+    :func:`posenc.apply_rope` bypasses its cache and computes the tables from the
+    positions with tensor operations, in the same one-expression form (tested with
+    ``fullgraph=True``).  Called inside a compiled graph or a ``torch.func`` transform,
+    this function does exactly that.
 
     Parameters
     ----------
@@ -246,6 +598,8 @@ def compiled_apply_rope(x, positions=None, *, base=10000.0, layout="interleaved"
     if not torch.is_tensor(x) or not x.is_floating_point():
         raise TypeError(f"x must be a floating-point torch.Tensor, got "
                         f"{x.dtype if torch.is_tensor(x) else type(x).__name__}")
+    if _functional_mode(x):  # inside a compiled graph, a torch.func transform, ...
+        return apply_rope(x, positions, base=b, layout=layout, rotary_dim=rotary_dim)
     # real cos/sin tables for both layouts: the compiler fuses them, no complex numbers
     r, (cos, sin) = _tensor_tables(x, positions, b, rotary_dim, "half")
     return _compiled_kernel(layout)(x, cos, sin, r)
