@@ -27,7 +27,7 @@ add_labels({
     "lc_reach": {"en": "largest angle / largest trained angle",
                  "zh": "最大角度 / 训练中见过的最大角度"},
     "lc_seen": {"en": "seen in training", "zh": "训练中见过"},
-    "lc_offset": {"en": "offset $r$ (tokens)", "zh": "相对距离 $r$（词元）"},
+    "lc_offset": {"en": "offset $r$ (tokens)", "zh": "偏移 $r$（词元）"},
     "lc_score": {"en": "score $a(r)$", "zh": "分数 $a(r)$"},
     "lc_fit_extrapolated": {"en": "fitted on $[0, L)$, evaluated beyond",
                             "zh": "在 $[0, L)$ 上拟合，向外求值"},

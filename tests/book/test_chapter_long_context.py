@@ -184,7 +184,11 @@ def test_dynamic_is_ntk_with_alpha(d, base, s, length, mult):
 
 def test_dynamic_at_2L_is_ratio_9():
     """'At n = 2L the base is that of a static NTK scaling with ratio 9, not 2'."""
-    assert S * 2 - (S - 1) == 9
+    inv, _ = rope_frequencies(D, {"rope_type": "dynamic", "factor": float(S)},
+                              seq_len=2 * L, max_position_embeddings=L)
+    for ratio, same in ((9, True), (2, False)):
+        ntk = posenc.inverse_frequencies(D, BASE * ratio ** (D / (D - 2)))
+        assert np.allclose(inv, ntk, rtol=1e-12) is same
 
 
 # -- YaRN ----------------------------------------------------------------------------
@@ -296,6 +300,12 @@ def test_llama31_page_numbers():
     inv, _ = rope_frequencies(dim, params)
     assert lc.angle_reach(theta, theta, 8192, max_pos).max() == pytest.approx(16.0, abs=0.01)
     assert lc.angle_reach(inv, theta, 8192, max_pos).max() == pytest.approx(2.0, abs=0.01)
+    # 'a factor of 8 on 8192 tokens covers 65,536 positions, not 131072': the rule keeps
+    # the slowest pairs in range up to factor * original length and no further
+    covered = int(params["factor"] * params["original_max_position_embeddings"])
+    assert covered == 65536 < max_pos
+    assert lc.angle_reach(inv, theta, 8192, covered).max() < 1.001
+    assert lc.angle_reach(inv, theta, 8192, covered + 8192).max() > 1.1
 
 
 # -- LongRoPE ----------------------------------------------------------------------
@@ -309,6 +319,7 @@ def test_longrope_scales_are_the_factors_and_switch_everything():
     long, _ = rope_frequencies(dim, params, seq_len=4097, max_position_embeddings=max_pos)
     np.testing.assert_allclose(theta / short, params["short_factor"], rtol=1e-14)
     np.testing.assert_allclose(theta / long, params["long_factor"], rtol=1e-14)
+    assert max_pos // params["original_max_position_embeddings"] == 32  # 's = 32'
     assert att == pytest.approx(math.sqrt(1 + math.log(32) / math.log(4096)))
     differs = ~np.isclose(params["short_factor"], params["long_factor"])
     assert np.all(long[differs] != short[differs])
@@ -328,6 +339,72 @@ def test_larger_base_keeps_scores_positive_further_and_costs_turns():
         dextra.append(lc.critical_dimension(D, b, 131_072))
     assert firsts == sorted(firsts) and firsts[0] > 0
     assert dextra == [128, 98, 94, 80]
+
+
+@FAST
+@given(even_d.filter(lambda d: d >= 16), st.floats(1e4, 1e8), st.integers(1 << 10, 1 << 20))
+def test_a_larger_base_shrinks_the_slowest_pairs_arc(d, base, length):
+    """'even over all 131072 positions it turns through only 0.017 radians': the arc of
+    the slowest pair over a context shrinks as the base grows."""
+    arc = (length - 1) * posenc.inverse_frequencies(d, base)[-1]
+    bigger = (length - 1) * posenc.inverse_frequencies(d, 10 * base)[-1]
+    assert bigger < arc
+    page = 131_071 * posenc.inverse_frequencies(D, 1e7)[-1]
+    assert 0.016 < page < 0.018
+
+
+# -- the summary table -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("d", [64, 96, 128])
+def test_summary_table_rows(d):
+    """The table of 'What to take away': scales and attention factors of every type."""
+    theta = posenc.inverse_frequencies(d, BASE)
+    lam = 2 * np.pi / theta
+    r = L / lam
+
+    def scales(params, **kw):
+        inv, att = rope_frequencies(d, params, **kw)
+        return theta / inv, att
+
+    s, att = scales({"rope_type": "default"})
+    assert np.all(s == 1) and att == 1.0
+    s, att = scales({"rope_type": "linear", "factor": 4.0})
+    np.testing.assert_allclose(s, 4.0)
+    assert att == 1.0
+    # dynamic: 1 up to L tokens
+    s, att = scales({"rope_type": "dynamic", "factor": 4.0}, seq_len=L,
+                    max_position_embeddings=L)
+    np.testing.assert_allclose(s, 1.0, rtol=1e-12)
+    assert att == 1.0
+    # yarn with the defaults beta_fast 32, beta_slow 1: 1 above, s below, a ramp between
+    s, att = scales({"rope_type": "yarn", "factor": 4.0,
+                     "original_max_position_embeddings": L})
+    np.testing.assert_allclose(s[r > 32], 1.0, rtol=1e-12)
+    np.testing.assert_allclose(s[r < 1], 4.0, rtol=1e-12)
+    assert np.all(np.diff(s) >= -1e-12)
+    assert att == pytest.approx(0.1 * math.log(4.0) + 1)
+    _, att = scales({"rope_type": "yarn", "factor": 4.0, "attention_factor": 1.5,
+                     "original_max_position_embeddings": L})
+    assert att == 1.5
+    # llama3: 1 above high_freq_factor, s below low_freq_factor, no attention factor
+    s, att = scales({"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0,
+                     "high_freq_factor": 4.0, "original_max_position_embeddings": L})
+    np.testing.assert_allclose(s[r > 4], 1.0, rtol=1e-12)
+    np.testing.assert_allclose(s[r < 1], 4.0, rtol=1e-12)
+    assert att == 1.0
+    # longrope: the listed factors, short up to L tokens, long beyond
+    short = list(np.linspace(1.0, 2.0, d // 2))
+    long = list(np.linspace(1.0, 30.0, d // 2))
+    p = {"rope_type": "longrope", "short_factor": short, "long_factor": long,
+         "original_max_position_embeddings": L}
+    s, att = scales(p, seq_len=L, max_position_embeddings=8 * L)
+    np.testing.assert_allclose(s, short, rtol=1e-12)
+    assert att == pytest.approx(math.sqrt(1 + math.log(8) / math.log(L)))
+    s, _ = scales(p, seq_len=L + 1, max_position_embeddings=8 * L)
+    np.testing.assert_allclose(s, long, rtol=1e-12)
+    _, att = scales(dict(p, attention_factor=1.25), seq_len=L, max_position_embeddings=8 * L)
+    assert att == 1.25
 
 
 # -- side by side ------------------------------------------------------------------

@@ -278,6 +278,25 @@ def test_t5_last_bucket_starts_before_max_distance_and_holds_everything_beyond(
     np.testing.assert_array_equal(layout[:max_exact, 1], np.arange(max_exact))
 
 
+@pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.parametrize("num_buckets, max_distance", [(32, 128), (16, 64), (64, 1000)])
+def test_t5_log_formula_reaches_one_past_the_last_bucket_at_max_distance(
+        bidirectional, num_buckets, max_distance):
+    """'The logarithmic formula reaches one bucket past the last exactly at max_distance,
+    so capping the index makes the last bucket start earlier'."""
+    per_side = num_buckets // 2 if bidirectional else num_buckets
+    max_exact = per_side // 2
+    n = np.arange(max_exact, 4 * max_distance, dtype=np.float64)
+    raw = max_exact + np.log(n / max_exact) / np.log(max_distance / max_exact) * (
+        per_side - max_exact)
+    assert raw[n == max_distance][0] == pytest.approx(per_side)
+    assert np.all(raw[n < max_distance] < per_side)
+    layout = posenc.t5_bucket_layout(bidirectional=bidirectional, num_buckets=num_buckets,
+                                     max_distance=max_distance)
+    first_capped = int(n[np.floor(raw + 1e-9) >= per_side - 1][0])
+    assert layout[-1, 0] == first_capped < max_distance
+
+
 def test_t5_in_transformers_shares_one_table_and_does_not_scale():
     """'shares the table across all layers' (only block 0 holds it in transformers) and
     'Hugging Face's T5 code ... sets the scaling to one'."""
@@ -316,6 +335,44 @@ def test_t5_figure(lang):
 
 
 # -- ALiBi --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 8, 16, 32, 64])
+def test_power_of_two_slopes_are_the_geometric_sequence(n):
+    """'the slopes form the geometric sequence m_h = 2^(-8h/n)': steep first, nearly flat
+    last; with 8 heads 'halving from one head to the next', from 1/2 to 1/256."""
+    slopes = posenc.alibi_slopes(n)
+    h = np.arange(1, n + 1)
+    np.testing.assert_allclose(slopes, 2.0 ** (-8 * h / n), rtol=1e-15)
+    assert np.all(np.diff(slopes) < 0)
+    if n == 8:
+        np.testing.assert_allclose(slopes[1:] / slopes[:-1], 0.5, rtol=1e-15)
+        assert (slopes[0], slopes[-1]) == (0.5, 1 / 256)
+
+
+@FAST
+@given(st.integers(1, 64))
+def test_other_head_counts_follow_the_authors_rule(n):
+    """'takes the p slopes of the largest power of two p below n and appends every other
+    slope of 2p heads, which fall halfway (on a log scale) between them'."""
+    p = 1 << (n.bit_length() - 1)
+    expected = np.concatenate([posenc.alibi_slopes(p), posenc.alibi_slopes(2 * p)[0::2][:n - p]])
+    np.testing.assert_allclose(posenc.alibi_slopes(n), expected, rtol=1e-15)
+    extra = np.log2(posenc.alibi_slopes(2 * p)[0::2])
+    own = np.log2(np.concatenate([[1.0], posenc.alibi_slopes(p)]))
+    np.testing.assert_allclose(extra, (own[:-1] + own[1:]) / 2, rtol=1e-12, atol=1e-12)
+
+
+def test_alibi_bias_is_a_linear_penalty_with_the_mask():
+    """'subtracts ... a penalty that grows linearly with the distance' and 'the bias has
+    -inf above the diagonal, so adding it also applies the causal mask'."""
+    n, heads = 7, 8
+    bias = posenc.alibi_bias(n, heads)
+    i, j = np.indices((n, n))
+    slopes = posenc.alibi_slopes(heads)[:, None, None]
+    lower = j <= i
+    np.testing.assert_allclose(bias[:, lower], (-slopes * (i - j))[:, lower], rtol=1e-15)
+    assert np.all(np.isneginf(bias[:, ~lower]))
 
 
 def test_twelve_heads_append_the_midpoints():
@@ -490,3 +547,31 @@ def test_taxonomy_table_cells_are_the_computed_costs(lang):
     assert bool(CJK.search(" ".join(table.header))) == (lang == "zh")
     with pytest.raises(ValueError, match="lacks the schemes"):
         pf.other_taxonomy_table({}, last_bucket_start=91, **config)
+
+
+@FAST
+@given(st.integers(0, 2**32 - 1), st.integers(1, 200))
+def test_rope_lets_content_meet_the_offset_and_alibi_does_not(seed, offset):
+    """'Like Shaw's vectors and Transformer-XL's term (b), it lets the content of a query
+    interact with the offset ... like ALiBi, it adds no parameters; and what it holds for
+    positions is one table of angles, not a tensor per pair of tokens'."""
+    rng = np.random.default_rng(seed)
+    d = 16
+    inv = posenc.inverse_frequencies(d)
+    q, k = rng.normal(size=(2, 2, d))  # two queries, two keys
+
+    def rope_score(qi, ki, r):
+        rotated = posenc.rotate_pairs(qi[None], np.array([[r]]) * inv, layout="half")
+        return float(rotated[0] @ ki)
+
+    # RoPE: how the score changes with the offset depends on the content
+    changes = [rope_score(q[i], k[i], offset) - rope_score(q[i], k[i], 0) for i in (0, 1)]
+    assert abs(changes[0] - changes[1]) > 1e-6
+    # ALiBi: the change is -m_h * offset whatever the content
+    bias = posenc.alibi_bias(offset + 1, 4)
+    np.testing.assert_allclose(bias[:, offset, 0] - bias[:, offset, offset],
+                               -posenc.alibi_slopes(4) * offset, rtol=1e-12)
+    costs = oe.scheme_costs(seq_len=512, d_model=768, n_heads=12, n_layers=12,
+                            max_len=512, max_relative_position=16, num_buckets=32)
+    assert costs["rope"]["parameters"] == costs["alibi"]["parameters"] == 0
+    assert costs["rope"]["extra_per_layer"] == 512 * 64 < costs["alibi"]["extra_per_layer"]
