@@ -103,14 +103,26 @@ nb_output_stderr = "warn"  # anything a cell writes to stderr is a warning, so a
 nb_merge_streams = True
 # Markdown outputs (the benchmark tables) are GitHub-flavoured: CommonMark has no tables.
 nb_render_markdown_format = "gfm"
-# nb_execution_cache_path is set by posenc_book from a hash of the posenc sources, so a
-# change to the library can never be served stale outputs from the cache.
-# The committed benchmark results are data the pages read: a new results file must
-# re-execute the pages too (jupyter-cache alone keys on the code cells).
-posenc_watch_paths = [str(ROOT / "posenc"), str(ROOT / "benchmarks" / "results.json")]
+# nb_execution_cache_path is set by posenc_book (docs/_ext/posenc_book.py): each page's
+# cached outputs are keyed on its code and on the hashes of the watched files its kernel
+# used -- the posenc modules it imported (directly or not) and the data files it opened,
+# such as the committed benchmark results.  Editing one module re-executes only the pages
+# that imported it.  A data file a page reads must be listed here.
+posenc_watch_paths = [
+    str(ROOT / "posenc"),
+    str(ROOT / "benchmarks" / "results.json"),
+    str(ROOT / "experiments" / "results.json"),
+]
 # POSENC_BUILD_DIR lets parallel builds (previews, tests) keep separate caches.
 BUILD_DIR = Path(os.environ.get("POSENC_BUILD_DIR", ROOT / "_build"))
 posenc_cache_root = str(BUILD_DIR / ".jupyter_cache" / BOOK_LANG)
+# The disk memo of posenc.analysis._memo: expensive computations that both languages run
+# are computed once.  The kernels inherit this variable; without it (library use, pytest)
+# nothing is memoised.  POSENC_MEMO_DIR="" builds without it.
+os.environ.setdefault("POSENC_MEMO_DIR", str(BUILD_DIR / ".memo"))
+# The languages build in parallel (nox -s docs); executing the pages in opposite orders
+# lets one language find the memo entries the other wrote instead of computing them too.
+posenc_read_order = "reversed" if BOOK_LANG == "zh" else "sorted"
 posenc_languages = {k: v["name"] for k, v in LANGUAGES.items()}  # link text: the target's name
 posenc_book_lang = BOOK_LANG
 posenc_site_url = SITE_URL

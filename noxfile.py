@@ -1,9 +1,10 @@
 """Sessions for the book and the library.
 
-    nox -s docs     build both languages into _build/html (execution cache on)
+    nox -s docs     build both languages, in parallel, into _build/html (execution cache on)
     nox -s tests    pytest + a fresh docs build + doctests + browser tests
     nox -s doctest  the {doctest} blocks of both languages and posenc's docstrings
     nox -s bench    library and build benchmarks -> benchmarks/results.json and results.md
+    nox -s experiments  small models trained per encoding -> experiments/results.json and .md
     nox -s serve    live preview of one language (nox -s serve -- zh)
     nox -s lint     ruff
 """
@@ -11,7 +12,6 @@
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 import nox
@@ -32,30 +32,14 @@ def _install(session: nox.Session, requirements: str) -> None:
     session.install("--no-deps", "-e", ".")
 
 
-def _sphinx(session: nox.Session, builder: str, lang: str, *extra: str, env=None) -> float:
-    """Run one sphinx-build for one language; return its wall time in seconds."""
-    out = HTML / lang if builder == "html" else BUILD / builder / lang
-    start = time.perf_counter()
-    session.run(
-        "sphinx-build", "-b", builder, "-c", ".", "-W", "--keep-going", "-q",
-        *extra, f"docs/{lang}", str(out),
-        env={"POSENC_LANG": lang, "PYTHONHASHSEED": "0", **(env or {})},
-    )
-    return time.perf_counter() - start
-
-
-def _build_site(session: nox.Session, *extra: str, env=None) -> None:
-    # One language after the other: jupyter-cache's SQLite does not like -j.
-    times = {lang: _sphinx(session, "html", lang, *extra, env=env) for lang in LANGS}
-    if not (HTML / "en" / "404.html").exists():  # nox --install-only: nothing was built
-        return
-    shutil.copyfile(ROOT / "docs" / "chooser" / "index.html", HTML / "index.html")
-    # GitHub Pages answers every missing URL of a project site with its root 404.html;
-    # the English one works from any path (its links are site-absolute) and links zh.
-    shutil.copyfile(HTML / "en" / "404.html", HTML / "404.html")
-    summary = ", ".join(f"{lang} {t:.1f} s" for lang, t in times.items())
-    session.log(f"Sphinx time: {summary}; total {sum(times.values()):.1f} s")
-    session.log(f"Site: {HTML / 'index.html'}")
+def _build_site(session: nox.Session, *extra: str, builder: str = "html") -> None:
+    """Both languages at once (tools/build_site.py): two sphinx-build processes, each with
+    its own environment and execution cache, sharing the memo in _build/.memo.  Output is
+    prefixed with the language; a failure in either fails the session and prints that
+    language's whole output again.  Logs the Sphinx time per language, the wall time and
+    the CPU time; after an html build, copies the chooser and the 404 page to the root.
+    """
+    session.run("python", "tools/build_site.py", "-b", builder, "--", *extra)
 
 
 @nox.session(python="3.11")
@@ -70,12 +54,13 @@ def tests(session: nox.Session) -> None:
     """Everything CI checks: unit/property/parity tests, a forced build, doctests, browser."""
     _install(session, "requirements/test.txt")
     session.run("pytest", "-m", "not build and not browser", "--doctest-modules", "posenc", "tests")
-    # A fresh build that executes every page: the execution cache is emptied first (the
-    # doctest builder after it then reuses those fresh outputs instead of executing again).
+    # A fresh build that executes every page: the execution cache and the memo are
+    # emptied first (the doctest builder after it then reuses those fresh outputs
+    # instead of executing again).
     shutil.rmtree(BUILD / ".jupyter_cache", ignore_errors=True)
+    shutil.rmtree(BUILD / ".memo", ignore_errors=True)
     _build_site(session, "-E")
-    for lang in LANGS:
-        _sphinx(session, "doctest", lang)
+    _build_site(session, builder="doctest")
     session.run("pytest", "-m", "build or browser", "tests")
 
 
@@ -84,8 +69,7 @@ def doctest(session: nox.Session) -> None:
     """The {doctest} examples in the pages and the Examples in posenc's docstrings."""
     _install(session, "requirements/test.txt")
     session.run("pytest", "--doctest-modules", "posenc", "-q")
-    for lang in LANGS:
-        _sphinx(session, "doctest", lang)
+    _build_site(session, builder="doctest")
 
 
 @nox.session(python="3.11")
@@ -97,6 +81,17 @@ def bench(session: nox.Session) -> None:
     """
     _install(session, "requirements/bench.txt")
     session.run("python", "benchmarks/run.py", *(session.posargs or ["--build"]))
+
+
+@nox.session(python="3.11")
+def experiments(session: nox.Session) -> None:
+    """Train and evaluate the small models; writes experiments/results.{json,md}.
+
+    ``nox -s experiments`` runs the full configuration (under 30 minutes on 2 cores);
+    ``nox -s experiments -- --quick`` checks the harness in seconds.
+    """
+    _install(session, "requirements/experiments.txt")
+    session.run("python", "experiments/run.py", *session.posargs)
 
 
 @nox.session(python="3.11")

@@ -2,12 +2,29 @@
 
 What it does, each piece small:
 
-* **Fresh execution cache.**  MyST-NB's jupyter-cache keys a notebook on its code cells
-  only, so a change inside ``posenc`` would otherwise be served the old outputs.  The
-  cache folder is named after a hash of every file under ``posenc_watch_paths``; a
-  changed library (or a changed data file the pages read, such as the benchmark
-  results) gets an empty cache.  Sphinx's own environment would also skip
-  unchanged pages, so when the hash moves every notebook page is marked outdated.
+* **Per-page execution cache, keyed on what the page really used.**  MyST-NB's
+  jupyter-cache keys a notebook on its code cells only, so a change inside ``posenc``
+  would otherwise be served the old outputs.  Every execution therefore records what the
+  kernel used: two cells are added around the page's own (and removed again before
+  anything is cached or rendered), the first installs an audit hook that notes every
+  watched file the kernel opens (``benchmarks/results.json``, ...), the last lists the
+  watched modules in ``sys.modules`` (every ``posenc`` module the page imported,
+  directly or not).  The hashes those files had when the build started are stored per
+  page, in ``deps.json`` next to the cache and in Sphinx's environment.  A later build
+  re-reads and re-executes exactly the pages one of whose files changed; a cached
+  notebook whose files changed, or whose files are unknown, is dropped from the cache
+  instead of served.  ``posenc_watch_paths`` lists what can be a dependency: folders
+  (their ``.py`` files) and single files of any kind.
+* **Read order.**  ``posenc_read_order = "reversed"`` reads (and so executes) the pages
+  in reverse order.  The two languages build in parallel and share the disk memo of
+  :mod:`posenc.analysis._memo`; running the pages in opposite orders means one language
+  mostly finds the other's results instead of computing them at the same moment.
+* **Parallel languages.**  ``_build/html/jupyter_execute`` (MyST-NB's working folder;
+  the book theme reads it at that fixed place) is shared by the two languages building at
+  once.  That is safe as long as no page pastes a glue value from *another* page
+  (a ``page::key`` glue reference), which would read ``<page>.glue.json`` there: images are
+  named by their content and never rewritten, and the ``<page>.ipynb`` the theme copies
+  for downloads is replaced by posenc_site's own conversion.
 * **Language switch and hreflang.**  Every page links to the same page in the other
   language and carries ``<link rel="alternate" hreflang>`` for both.
 * **Offline MathJax.**  The MathJax copy inside the ``sphinx-mathjax-offline`` wheel is
@@ -22,6 +39,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -38,52 +57,276 @@ logger = logging.getLogger(__name__)
 HREFLANG = {"en": "en", "zh": "zh-CN"}
 
 
-def source_hash(paths: list[str]) -> str:
-    """Hash of the contents (and relative names) of every ``.py`` file under ``paths``.
+def watched_files(paths: list[str]) -> dict[str, str]:
+    """Hash (SHA-256, hex) of every file that can be a page's dependency, by real path.
 
-    A path that is a file (such as ``benchmarks/results.json``, which pages read) is
-    hashed itself, whatever its suffix.
+    A folder in ``paths`` contributes its ``.py`` files (``__pycache__`` left out); a
+    file is hashed whatever its suffix, and a listed file that does not exist (yet) is
+    recorded as ``"absent"``, so that its appearance counts as a change.
     """
-    digest = hashlib.sha256()
-    for root in sorted(Path(p) for p in paths):
-        files = [root] if root.is_file() else sorted(root.rglob("*.py"))
+    hashes: dict[str, str] = {}
+    for entry in paths:
+        root = Path(entry).resolve()
+        if root.is_dir():
+            files = sorted(f for f in root.rglob("*.py") if "__pycache__" not in f.parts)
+        else:
+            files = [root]
         for file in files:
-            if "__pycache__" in file.parts:
-                continue
-            digest.update(str(file.relative_to(root.parent)).encode())
-            digest.update(b"\0")
-            digest.update(file.read_bytes())
-            digest.update(b"\0")
-    return digest.hexdigest()[:16]
+            try:
+                hashes[str(file)] = hashlib.sha256(file.read_bytes()).hexdigest()
+            except FileNotFoundError:
+                hashes[str(file)] = "absent"
+    return hashes
+
+
+_DEPS_MARK = "__posenc_deps__ "
+_DEPS_FORMAT = 2  # bump to invalidate every page's recorded dependencies
+
+_HOOK_CELL = """\
+def _posenc_deps_hook(watched, prefixes):
+    import os
+    import sys
+
+    opened = set()
+
+    def hook(event, args):
+        if event != "open" or not args:
+            return
+        try:
+            path = os.path.abspath(os.fsdecode(args[0]))
+            if path.startswith(prefixes):
+                path = os.path.realpath(path)
+                if path in watched:
+                    opened.add(path)
+        except Exception:
+            pass
+
+    sys.addaudithook(hook)
+    return opened
+
+
+_posenc_deps_opened = _posenc_deps_hook(frozenset({watched!r}), {prefixes!r})
+del _posenc_deps_hook
+"""
+
+_RECORD_CELL = """\
+def _posenc_deps_record(watched, opened):
+    import json
+    import os
+    import sys
+
+    modules = {{}}
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str):
+            path = os.path.realpath(file)
+            if path in watched:
+                modules[name] = path
+    print({mark!r} + json.dumps({{"modules": modules, "opened": sorted(opened)}}))
+
+
+_posenc_deps_record(frozenset({watched!r}), _posenc_deps_opened)
+"""
+
+
+class _DepsState:
+    """The dependency bookkeeping of one Sphinx process (one language)."""
+
+    def __init__(self, app: Sphinx, root: Path, watched: dict[str, str]):
+        self.app = app
+        self.manifest_path = root / "deps.json"
+        self.watched = watched
+        self.base = Path(app.confdir).resolve()
+        try:
+            data = json.loads(self.manifest_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = {}
+        if data.get("format") != _DEPS_FORMAT:
+            data = {"format": _DEPS_FORMAT, "pages": {}}
+        self.manifest = data
+        self.recorded: dict | None = None
+
+    # Paths are stored relative to the folder of conf.py, so a moved tree keeps its cache.
+    def rel(self, path: str) -> str:
+        return os.path.relpath(path, self.base)
+
+    def current(self, rel: str) -> str | None:
+        return self.watched.get(str((self.base / rel).resolve()))
+
+    def deps_fresh(self, deps: dict[str, str]) -> bool:
+        return all(self.current(rel) == sha for rel, sha in deps.items())
+
+    def changed(self, deps: dict[str, str]) -> list[str]:
+        return sorted(rel for rel, sha in deps.items() if self.current(rel) != sha)
+
+    def save(self) -> None:
+        self.manifest_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.manifest_path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(self.manifest, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, self.manifest_path)
+
+
+_STATE: _DepsState | None = None
+_PATCHED = False
 
 
 def _configure_cache(app: Sphinx, config: Config) -> None:
+    global _STATE
     if not config.posenc_watch_paths:
         return
-    key = source_hash(config.posenc_watch_paths)
     root = Path(config.posenc_cache_root or Path(app.outdir).parent / ".jupyter_cache")
-    cache = root / key
-    # Older caches belong to library versions that no longer exist: drop them.
+    # Earlier versions kept one cache per hash of all of posenc (root/<16 hex digits>).
     if root.is_dir():
         for old in root.iterdir():
-            if old.is_dir() and old.name != key:
+            if old.is_dir() and re.fullmatch(r"[0-9a-f]{16}", old.name):
                 shutil.rmtree(old, ignore_errors=True)
-    config.nb_execution_cache_path = str(cache)
-    app.posenc_source_hash = key  # type: ignore[attr-defined]
+    config.nb_execution_cache_path = str(root / "notebooks")
+    _STATE = _DepsState(app, root, watched_files(config.posenc_watch_paths))
+    _patch_myst_nb()
 
 
-def _outdated_when_library_changes(
+def _patch_myst_nb() -> None:
+    """Wrap MyST-NB's cached execution so that every execution records its files.
+
+    MyST-NB has no hook around execution; its ``NotebookClientCache.start_client`` and
+    the ``single_nb_execution`` it calls are wrapped (myst-nb is pinned in
+    requirements/constraints.txt; a version without them fails here, loudly).
+    """
+    global _PATCHED
+    if _PATCHED:
+        return
+    from myst_nb.core.execute import cache as nb_cache
+
+    if not (hasattr(nb_cache, "single_nb_execution")
+            and hasattr(nb_cache.NotebookClientCache, "start_client")):
+        raise RuntimeError("posenc_book: this myst-nb has no NotebookClientCache.start_client "
+                           "calling single_nb_execution; update the dependency recording")
+    original_start = nb_cache.NotebookClientCache.start_client
+    original_execute = nb_cache.single_nb_execution
+
+    def start_client(self):
+        state = _STATE
+        if state is None or self.path is None:
+            return original_start(self)
+        return _start_client(state, self, original_start, nb_cache.get_cache)
+
+    def single_nb_execution(nb, *args, **kwargs):
+        state = _STATE
+        if state is None:
+            return original_execute(nb, *args, **kwargs)
+        return _execute_recording(state, nb, original_execute, args, kwargs)
+
+    nb_cache.NotebookClientCache.start_client = start_client
+    nb_cache.single_nb_execution = single_nb_execution
+    _PATCHED = True
+
+
+def _start_client(state: _DepsState, client, original_start, get_cache) -> None:
+    env = state.app.env
+    doc = env.docname
+    pages = state.manifest["pages"]
+    cache = get_cache(client.nb_config.execution_cache_path)
+    try:
+        record = cache.match_cache_notebook(client.notebook)
+    except KeyError:
+        record = None
+    entry = pages.get(doc)
+    if record is not None and not (
+        entry and entry["hashkey"] == record.hashkey and state.deps_fresh(entry["deps"])
+    ):
+        why = (f"changed: {', '.join(state.changed(entry['deps']))}"
+               if entry and entry["hashkey"] == record.hashkey else "its files are unknown")
+        logger.info("%s: cached outputs dropped (%s)", doc, why)
+        cache.remove_cache(record.pk)
+        record = None
+    state.recorded = None
+    try:
+        original_start(client)
+        recorded = state.recorded
+    finally:
+        state.recorded = None
+    if recorded is not None:  # executed just now
+        record = cache.match_cache_notebook(client.notebook)
+        pages[doc] = {"hashkey": record.hashkey, "deps": recorded}
+        state.save()
+    if record is not None or recorded is not None:
+        env.posenc_deps[doc] = pages[doc]["deps"]  # type: ignore[attr-defined]
+
+
+def _execute_recording(state: _DepsState, nb, original_execute, args, kwargs):
+    import nbformat
+
+    watched = sorted(state.watched)
+    prefixes = tuple(sorted({str(Path(p).parent) + os.sep for p in watched}))
+    first = nbformat.v4.new_code_cell(_HOOK_CELL.format(watched=watched, prefixes=prefixes))
+    last = nbformat.v4.new_code_cell(_RECORD_CELL.format(watched=watched, mark=_DEPS_MARK))
+    nb.cells.insert(0, first)
+    nb.cells.append(last)
+    try:
+        result = original_execute(nb, *args, **kwargs)
+    finally:
+        nb.cells.remove(first)
+        nb.cells.remove(last)
+        for cell in nb.cells:  # the added first cell took execution count 1
+            if cell.get("cell_type") == "code" and cell.get("execution_count"):
+                cell["execution_count"] -= 1
+                for out in cell.get("outputs", ()):
+                    if out.get("execution_count"):
+                        out["execution_count"] -= 1
+    if result.err is None:
+        report = None
+        for out in last.get("outputs", ()):
+            for line in str(out.get("text", "")).splitlines():
+                if line.startswith(_DEPS_MARK):
+                    report = json.loads(line[len(_DEPS_MARK):])
+        if report is None:
+            raise RuntimeError(f"posenc_book: the dependency report of {state.app.env.docname} "
+                               f"is missing; outputs of the recorder: {last.get('outputs')}")
+        files = set(report["modules"].values()) | set(report["opened"])
+        state.recorded = {state.rel(f): state.watched[f] for f in sorted(files)}
+    return result
+
+
+def _outdated_when_dependencies_change(
     app: Sphinx, env: BuildEnvironment, added: set, changed: set, removed: set
 ) -> list[str]:
-    key = getattr(app, "posenc_source_hash", None)
-    previous = getattr(env, "posenc_source_hash", None)
-    env.posenc_source_hash = key  # type: ignore[attr-defined]
-    if key is None or previous is None or previous == key:
+    state = _STATE
+    if state is None:
         return []
-    stale = [doc for doc in env.found_docs if doc not in added and doc not in changed]
-    if stale:
-        logger.info("posenc sources changed: re-reading %d pages", len(stale))
+    if getattr(env, "posenc_deps_format", None) != _DEPS_FORMAT:
+        # Built by an older version of this extension: what each page used is unknown.
+        env.posenc_deps_format = _DEPS_FORMAT  # type: ignore[attr-defined]
+        env.posenc_deps = {}  # type: ignore[attr-defined]
+        stale = sorted(env.found_docs - added - changed)
+        if stale:
+            logger.info("no recorded page dependencies yet: re-reading %d pages", len(stale))
+        return stale
+    stale = []
+    for doc, deps in sorted(env.posenc_deps.items()):  # type: ignore[attr-defined]
+        if doc in env.found_docs and doc not in added and doc not in changed:
+            moved = state.changed(deps)
+            if moved:
+                logger.info("%s: re-reading, it used %s", doc, ", ".join(moved))
+                stale.append(doc)
     return stale
+
+
+def _purge_deps(app: Sphinx, env: BuildEnvironment, docname: str) -> None:
+    getattr(env, "posenc_deps", {}).pop(docname, None)
+
+
+def _merge_deps(app: Sphinx, env: BuildEnvironment, docnames, other: BuildEnvironment) -> None:
+    deps = getattr(other, "posenc_deps", {})
+    if hasattr(env, "posenc_deps"):
+        env.posenc_deps.update({d: deps[d] for d in docnames if d in deps})
+
+
+def _read_order(app: Sphinx, env: BuildEnvironment, docnames: list[str]) -> None:
+    if app.config.posenc_read_order == "reversed":
+        docnames.reverse()
+    elif app.config.posenc_read_order != "sorted":
+        raise ValueError(f"posenc_read_order must be 'sorted' or 'reversed', "
+                         f"got {app.config.posenc_read_order!r}")
 
 
 def _add_mathjax(app: Sphinx, config: Config) -> None:
@@ -191,9 +434,13 @@ def setup(app: Sphinx) -> dict:
     app.add_config_value("posenc_languages", {}, "html")
     app.add_config_value("posenc_book_lang", "en", "html")
     app.add_config_value("posenc_site_url", "", "html")
+    app.add_config_value("posenc_read_order", "sorted", "")
     app.connect("config-inited", _configure_cache, priority=400)
     app.connect("config-inited", _add_mathjax)
-    app.connect("env-get-outdated", _outdated_when_library_changes)
+    app.connect("env-get-outdated", _outdated_when_dependencies_change)
+    app.connect("env-purge-doc", _purge_deps)
+    app.connect("env-merge-info", _merge_deps)
+    app.connect("env-before-read-docs", _read_order)
     app.connect("html-page-context", _page_context)
     app.connect("doctree-read", _join_cjk_lines)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -19,6 +19,7 @@ from ..rope import rotate_pairs
 from ..rope_scaling import rope_frequencies
 from ..sinusoidal import inverse_frequencies
 from .attention import softmax
+from ._memo import memoize
 
 
 __all__ = [
@@ -305,6 +306,7 @@ def rotate_with(x, positions, inv_freq, attention_factor=1.0, *, layout="interle
     return a * rotate_pairs(x, angles, layout=layout)
 
 
+@memoize
 def aligned_score_curve(inv_freq, offsets, attention_factor=1.0):
     r"""Score of a query with itself at each offset, pairs of equal weight, score(0) = 1.
 
@@ -402,6 +404,7 @@ def neighbour_score_step(inv_freq, length, *, n_vectors=64, seed=0, attention_fa
     return float(a * a * np.abs(np.diff(scores, axis=1)).mean())
 
 
+@memoize
 def softmax_entropy(logits, axis=-1):
     r"""Entropy (nats) of ``softmax(logits)``: :math:`H = -\sum_j p_j \ln p_j`.
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from .._validation import check_base, check_count, check_d_model
 from ..sinusoidal import _sinusoid_rows, inverse_frequencies
+from ._memo import memoize
 
 __all__ = [
     "offset_distance",
@@ -74,6 +75,7 @@ def _blocked(offsets, w, fn):
     return out.reshape(np.shape(offsets))
 
 
+@memoize
 def offset_distance(offsets, d_model, base=10000.0):
     r"""Euclidean distance between the encodings of two positions ``k`` apart.
 
@@ -144,6 +146,7 @@ class CollisionSummary(NamedTuple):
     first_closer_offset: int | None
 
 
+@memoize
 def collision_summary(n_positions, d_model, base=10000.0):
     """Nearest-neighbour and near-collision distances among ``n_positions`` positions.
 

@@ -1,25 +1,36 @@
-"""A change to the library re-executes the pages: the execution cache cannot go stale.
+"""The execution cache re-executes exactly the pages whose code or used files changed.
 
-A tiny book with one notebook page that prints ``fakelib.answer()`` is built three
-times with the real Sphinx glue (docs/_ext/posenc_book.py): once cold, once with nothing
-changed (served from the cache, nothing executed), once after editing ``fakelib``.  The
-last build must show the new answer.  The same three builds with the watch list
-emptied show the stale output that jupyter-cache alone would serve, so the test can
-tell the difference.
+A tiny book is built several times with the real Sphinx glue (docs/_ext/posenc_book.py)
+and a small fake library on the kernels' path:
+
+* page ``a`` imports ``fa``; page ``b`` imports ``fb``; page ``d`` reads ``data.json``;
+  page ``n`` imports nothing from the library;
+* the watch list is the library folder and the data file, as conf.py's is ``posenc/`` and
+  ``benchmarks/results.json``.
+
+Each build's log says which pages were executed ("Executing notebook") and the HTML shows
+what they printed.  Editing ``fa`` must re-execute ``a`` alone, and show the new value;
+a module that ``fb`` starts importing is picked up; a data file re-executes only its
+reader.  The same builds with the watch list emptied show the stale output jupyter-cache
+alone would serve, so the test can tell the difference.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-PAGE = textwrap.dedent(
+HEAD = textwrap.dedent(
     """\
     ---
     file_format: mystnb
@@ -28,14 +39,18 @@ PAGE = textwrap.dedent(
       display_name: Python 3
     ---
 
-    # Cache test
+    # Page {name}
 
-    ```{code-cell} ipython3
-    import fakelib
-    print("ANSWER", fakelib.answer())
-    ```
     """
 )
+
+PAGES = {
+    "a": "import fa\nprint('A', fa.answer())\n",
+    "b": "import fb\nprint('B', fb.value())\n",
+    "d": ("import json, pathlib\n"
+          "print('D', json.loads(pathlib.Path({data!r}).read_text())['n'])\n"),
+    "n": "print('N', 6 * 7)\n",
+}
 
 CONF = textwrap.dedent(
     """\
@@ -46,84 +61,165 @@ CONF = textwrap.dedent(
     nb_execution_raise_on_error = True
     posenc_watch_paths = {watch!r}
     posenc_cache_root = {cache!r}
+    posenc_read_order = {order!r}
     html_theme = "basic"
     """
 )
 
+_EXECUTING = re.compile(r"(\w+)\.md: Executing notebook")
+_READING = re.compile(r"reading sources\.\.\. \[\s*\d+%\] (\w+)")
 
-def _make_book(tmp: Path, watch: bool) -> tuple[Path, Path]:
-    lib = tmp / "lib"
-    lib.mkdir()
-    (lib / "fakelib.py").write_text("def answer():\n    return 41\n")
-    src = tmp / "src"
-    src.mkdir()
-    (src / "index.md").write_text(PAGE)
-    (src / "conf.py").write_text(
-        CONF.format(
+
+class Book:
+    def __init__(self, tmp: Path, watch: bool = True, order: str = "sorted"):
+        self.tmp = tmp
+        self.lib = tmp / "lib"
+        self.lib.mkdir()
+        (self.lib / "fa.py").write_text("def answer():\n    return 41\n")
+        (self.lib / "fb.py").write_text("def value():\n    return 'B1'\n")
+        (self.lib / "fc.py").write_text("VALUE = 'C1'\n")
+        self.data = tmp / "data.json"
+        self.data.write_text('{"n": 1}\n')
+        self.src = tmp / "src"
+        self.src.mkdir()
+        (self.src / "index.md").write_text(
+            "# Book\n\n```{toctree}\n" + "\n".join(PAGES) + "\n```\n")
+        for name, code in PAGES.items():
+            self.write_page(name, code.format(data=str(self.data)))
+        self.cache = tmp / "cache"
+        (self.src / "conf.py").write_text(CONF.format(
             ext=str(ROOT / "docs" / "_ext"),
-            watch=[str(lib)] if watch else [],
-            cache=str(tmp / "cache"),
+            watch=[str(self.lib), str(self.data)] if watch else [],
+            cache=str(self.cache), order=order))
+        self.out = tmp / "html"
+
+    def write_page(self, name: str, code: str) -> None:
+        (self.src / f"{name}.md").write_text(
+            HEAD.format(name=name) + "```{code-cell} ipython3\n" + code + "```\n")
+
+    def build(self) -> tuple[list[str], dict[str, str]]:
+        """Build; return the pages executed (in order) and each page's printed line."""
+        env = {**os.environ, "PYTHONPATH": str(self.lib)}
+        if not env.get("CI"):
+            env.pop("POSENC_LANG", None)
+        run = subprocess.run(
+            [sys.executable, "-m", "sphinx", "-b", "html", "-W", str(self.src), str(self.out)],
+            env=env, capture_output=True, text=True, timeout=300,
         )
-    )
-    return lib, src
+        self.log = run.stdout + run.stderr
+        assert run.returncode == 0, self.log
+        shown = {}
+        for name in PAGES:
+            html = (self.out / f"{name}.html").read_text()
+            m = re.search(r"\b" + name.upper() + r" (\S+?)\n", html)
+            shown[name] = m.group(1) if m else None
+        return _EXECUTING.findall(self.log), shown
 
 
-def _build(src: Path, out: Path, lib: Path) -> tuple[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(lib)}
-    if not env.get("CI"):
-        env.pop("POSENC_LANG", None)
-    run = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-b", "html", "-W", str(src), str(out)],
-        env=env, capture_output=True, text=True, timeout=300,
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-    return (out / "index.html").read_text(), run.stdout + run.stderr
+@pytest.fixture
+def book(tmp_path):
+    return Book(tmp_path)
 
 
-def _three_builds(tmp_path: Path, watch: bool) -> list[tuple[str, str]]:
-    lib, src = _make_book(tmp_path, watch)
-    out = tmp_path / "html"
-    results = [_build(src, out, lib), _build(src, out, lib)]
-    (lib / "fakelib.py").write_text("def answer():\n    return 42\n")
-    results.append(_build(src, out, lib))
-    return results
+def test_cold_warm_and_an_edit_to_one_module(book):
+    executed, shown = book.build()
+    assert executed == ["a", "b", "d", "n"]
+    assert shown == {"a": "41", "b": "B1", "d": "1", "n": "42"}
+    # The two cells added around the page's own leave no trace in the page or notebook.
+    html = (book.out / "a.html").read_text()
+    assert "_posenc_deps" not in html and "__posenc_deps__" not in html
+    nb = json.loads((book.tmp / "jupyter_execute" / "a.ipynb").read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert len(code) == 1 and code[0]["execution_count"] == 1
+    assert "_posenc_deps" not in json.dumps(nb)
+    executed, shown = book.build()
+    assert executed == [], book.log  # nothing changed: nothing read, nothing executed
+    (book.lib / "fa.py").write_text("def answer():\n    return 42\n")
+    executed, shown = book.build()
+    assert executed == ["a"], book.log  # only the page that imported fa
+    assert shown == {"a": "42", "b": "B1", "d": "1", "n": "42"}
+    # What each page used, as recorded (relative to the folder of conf.py).
+    pages = json.loads((book.cache / "deps.json").read_text())["pages"]
+    assert set(pages["a"]["deps"]) == {"../lib/fa.py"}
+    assert set(pages["b"]["deps"]) == {"../lib/fb.py"}
+    assert set(pages["d"]["deps"]) == {"../data.json"}
+    assert pages["n"]["deps"] == {}
 
 
-def test_library_change_reexecutes_and_unchanged_build_is_served_from_cache(tmp_path):
-    (cold, cold_log), (warm, warm_log), (edited, edited_log) = _three_builds(tmp_path, True)
-    assert "ANSWER 41" in cold
-    assert "Executing" in cold_log or "executing" in cold_log.lower()
-    assert "ANSWER 41" in warm
-    # Nothing changed: Sphinx reads nothing, so no kernel runs.
-    assert "executing" not in warm_log.lower(), warm_log
-    assert "ANSWER 42" in edited and "ANSWER 41" not in edited
-    # Only one cache folder survives: the one for the current library sources.
-    assert len([p for p in (tmp_path / "cache").iterdir() if p.is_dir()]) == 1
+def test_a_new_import_is_picked_up_and_the_reversed_order(tmp_path):
+    book = Book(tmp_path, order="reversed")
+    executed, _ = book.build()
+    assert executed == ["n", "d", "b", "a"]  # posenc_read_order = "reversed"
+    (book.lib / "fb.py").write_text("import fc\n\ndef value():\n    return fc.VALUE\n")
+    executed, shown = book.build()
+    assert executed == ["b"] and shown["b"] == "C1"
+    (book.lib / "fc.py").write_text("VALUE = 'C2'\n")  # a module only fb imports
+    executed, shown = book.build()
+    assert executed == ["b"] and shown["b"] == "C2"
+    # The page's own code can import a module too.
+    book.write_page("n", "import fc\nprint('N', fc.VALUE)\n")
+    executed, shown = book.build()
+    assert executed == ["n"] and shown["n"] == "C2"
+    (book.lib / "fc.py").write_text("VALUE = 'C3'\n")
+    executed, shown = book.build()
+    assert executed == ["n", "b"] and shown["b"] == shown["n"] == "C3"
 
 
-def test_without_the_source_hash_the_stale_output_would_survive(tmp_path):
+def test_a_data_file_reexecutes_its_reader_only(book):
+    book.build()
+    book.data.write_text('{"n": 2}\n')
+    executed, shown = book.build()
+    assert executed == ["d"] and shown["d"] == "2"
+    (book.lib / "unused.py").write_text("X = 1\n")  # a new module nobody imports
+    executed, _ = book.build()
+    assert executed == []
+
+
+def test_cached_outputs_with_unknown_or_changed_files_are_not_served(book):
+    """jupyter-cache would match page a by its code; its record must be dropped."""
+    book.build()
+    # Sphinx's environment is gone, the cache stays, the record of what pages used too:
+    shutil.rmtree(book.out)
+    executed, shown = book.build()
+    assert executed == [], book.log  # everything served from the cache, unchanged
+    # The same, but fa changed meanwhile: the record says a used fa, so a runs again.
+    shutil.rmtree(book.out)
+    (book.lib / "fa.py").write_text("def answer():\n    return 43\n")
+    executed, shown = book.build()
+    assert executed == ["a"] and shown["a"] == "43"
+    # What the pages used is lost (a damaged or deleted deps.json): nothing is served.
+    shutil.rmtree(book.out)
+    (book.cache / "deps.json").write_text("{not json")
+    executed, shown = book.build()
+    assert sorted(executed) == ["a", "b", "d", "n"]
+
+
+def test_without_the_watch_list_the_stale_output_would_survive(tmp_path):
     """The control: plain jupyter-cache keys on the page's code, so it serves 41 again."""
-    (_, _), (_, _), (edited, _) = _three_builds(tmp_path, False)
-    assert "ANSWER 41" in edited
+    book = Book(tmp_path, watch=False)
+    book.build()
+    (book.lib / "fa.py").write_text("def answer():\n    return 42\n")
+    shutil.rmtree(book.out)  # even a full re-read gets the cached, stale output
+    executed, shown = book.build()
+    assert executed == [] and shown["a"] == "41"
 
 
-def test_source_hash_follows_watched_files_and_library_sources(tmp_path):
-    """A watched data file (the benchmark results) moves the cache key like a .py file."""
+def test_watched_files_hashes_folders_py_files_and_listed_files(tmp_path):
     sys.path.insert(0, str(ROOT / "docs" / "_ext"))
-    from posenc_book import source_hash
+    from posenc_book import watched_files
 
     lib = tmp_path / "lib"
-    lib.mkdir()
+    (lib / "__pycache__").mkdir(parents=True)
     (lib / "mod.py").write_text("x = 1\n")
     (lib / "notes.txt").write_text("not code\n")
+    (lib / "__pycache__" / "mod.cpython-311.py").write_text("")
     data = tmp_path / "results.json"
     data.write_text('{"a": 1}\n')
-    key = source_hash([str(lib), str(data)])
-    (lib / "notes.txt").write_text("changed, but not a .py file under a folder\n")
-    assert source_hash([str(lib), str(data)]) == key
+    hashes = watched_files([str(lib), str(data), str(tmp_path / "missing.json")])
+    assert set(hashes) == {str((lib / "mod.py").resolve()), str(data.resolve()),
+                           str((tmp_path / "missing.json").resolve())}
+    assert hashes[str((tmp_path / "missing.json").resolve())] == "absent"
     data.write_text('{"a": 2}\n')
-    moved = source_hash([str(lib), str(data)])
-    assert moved != key
-    (lib / "mod.py").write_text("x = 2\n")
-    assert source_hash([str(lib), str(data)]) != moved
-    assert "results.json" in (ROOT / "conf.py").read_text()  # the book watches its results
+    assert watched_files([str(data)])[str(data.resolve())] != hashes[str(data.resolve())]
+    conf = (ROOT / "conf.py").read_text()
+    assert '"results.json"' in conf  # the book watches its benchmark results
