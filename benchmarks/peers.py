@@ -273,6 +273,53 @@ def posenc_factory(layout: str) -> Factory:
     return factory
 
 
+def posenc_out_factory(layout: str) -> Factory:
+    """``posenc.apply_rope(x, layout=..., out=buf)`` into a ``buf`` allocated once.
+
+    The counterpart of ``out.copy_(x)``: the same bytes as an out-of-place call, without
+    the page faults of a fresh output.
+    """
+
+    def factory(shape, dtype, base=10000.0):
+        import torch
+
+        import posenc
+
+        out = torch.empty(shape, dtype=dtype)
+        posenc.apply_rope(torch.zeros(shape, dtype=dtype), base=base, layout=layout, out=out)
+        return lambda x: posenc.apply_rope(x, base=base, layout=layout, out=out)
+
+    return factory
+
+
+def posenc_inplace_factory(layout: str) -> Factory:
+    """``posenc.apply_rope_(buf, layout=...)``: rotates a private copy of ``x`` in place.
+
+    The first call copies ``x`` into ``buf`` (outside any timed region: the harness makes
+    that call to check the result) and rotates it, so its result is RoPE of ``x``; every
+    later call rotates ``buf`` again, which is what is timed (a rotation keeps norms, so
+    the values stay in range).  ``x`` itself is never written.
+    """
+
+    def factory(shape, dtype, base=10000.0):
+        import torch
+
+        import posenc
+
+        posenc.apply_rope_(torch.zeros(shape, dtype=dtype), base=base, layout=layout)
+        state = {}
+
+        def fn(x):
+            buf = state.get("buf")
+            if buf is None:
+                buf = state["buf"] = x.clone()
+            return posenc.apply_rope_(buf, base=base, layout=layout)
+
+        return fn
+
+    return factory
+
+
 # -- the registry ------------------------------------------------------------------------
 
 
@@ -282,7 +329,8 @@ class Candidate:
 
     name: str  # stable key used in results.json
     layout: str  # "half", "interleaved" or "-" (the clone floor)
-    kind: str  # "floor", "posenc", "peer", "prototype", "compiled"
+    kind: str  # "floor", "posenc", "posenc_into" (out=/in place), "peer", "prototype",
+    #            "compiled"
     factory: Factory
     source: str  # where its formula comes from, one line
 
@@ -295,6 +343,16 @@ CANDIDATES: tuple[Candidate, ...] = (
               "posenc.apply_rope(x, layout='half')"),
     Candidate("posenc_interleaved", "interleaved", "posenc", posenc_factory("interleaved"),
               "posenc.apply_rope(x, layout='interleaved')"),
+    Candidate("posenc_half_out", "half", "posenc_into", posenc_out_factory("half"),
+              "posenc.apply_rope(x, layout='half', out=buf), buf preallocated"),
+    Candidate("posenc_interleaved_out", "interleaved", "posenc_into",
+              posenc_out_factory("interleaved"),
+              "posenc.apply_rope(x, layout='interleaved', out=buf), buf preallocated"),
+    Candidate("posenc_half_inplace", "half", "posenc_into", posenc_inplace_factory("half"),
+              "posenc.apply_rope_(buf, layout='half'): in place"),
+    Candidate("posenc_interleaved_inplace", "interleaved", "posenc_into",
+              posenc_inplace_factory("interleaved"),
+              "posenc.apply_rope_(buf, layout='interleaved'): in place"),
     Candidate("rotate_half", "half", "peer", rotate_half_factory,
               "x*cos + rotate_half(x)*sin (Hugging Face transformers)"),
     Candidate("complex", "interleaved", "peer", complex_factory,

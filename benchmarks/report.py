@@ -9,6 +9,10 @@ LABELS = {
     "copy_into": "out.copy_(x), preallocated",
     "posenc_half": "posenc, half",
     "posenc_interleaved": "posenc, interleaved",
+    "posenc_half_out": "posenc, half, out=",
+    "posenc_interleaved_out": "posenc, interleaved, out=",
+    "posenc_half_inplace": "posenc, half, in place",
+    "posenc_interleaved_inplace": "posenc, interleaved, in place",
     "rotate_half": "rotate_half formula (HF)",
     "complex": "complex multiply (Meta)",
     "rotary_embedding_torch": "rotary-embedding-torch",
@@ -27,6 +31,8 @@ FLOOR_TITLES = {
     "interleaved_vs_clone": "interleaved within {t:g}x of clone()",
     "half_vs_rotate_half": "half at least {t:g}x faster than rotate_half",
     "posenc_vs_peers": "no posenc layout slower than any peer",
+    "interleaved_into_vs_copy": "interleaved in place or out= within {t:g}x of out.copy_(x)",
+    "half_into_vs_copy": "half in place or out= within {t:g}x of out.copy_(x)",
 }
 
 
@@ -46,17 +52,30 @@ def _table(header: list[str], rows: list[list[str]], align: str | None = None) -
     return "\n".join(lines) + "\n"
 
 
+def _has_copy_ratio(case: dict) -> bool:
+    """Whether the case reports times against ``copy_`` too (results since issue 16)."""
+    return any("vs_copy" in c for c in case["candidates"])
+
+
+def rope_header(case: dict) -> list[str]:
+    if not _has_copy_ratio(case):
+        return ROPE_HEADER
+    return ROPE_HEADER[:5] + ["time ÷ copy_"] + ROPE_HEADER[5:]
+
+
 def rope_rows(case: dict) -> list[list[str]]:
     rows = []
+    with_copy = _has_copy_ratio(case)
     for c in case["candidates"]:
         if "time" not in c:
             rows.append([LABELS.get(c["name"], c["name"]), c["layout"], "unavailable"]
-                        + [""] * (len(ROPE_HEADER) - 3))
+                        + [""] * (len(rope_header(case)) - 3))
             continue
         t = c["time"]
         rows.append([
             LABELS.get(c["name"], c["name"]), c["layout"], _ms(t["median"]), _ms(t["iqr"]),
-            _x(c["vs_clone"]), _x(c["speedup_vs_rotate_half"]),
+            _x(c["vs_clone"]), *([_x(c.get("vs_copy"))] if with_copy else []),
+            _x(c["speedup_vs_rotate_half"]),
             str(len(c["kernels"])) if "kernels" in c else "–",
             _x(c.get("bytes_moved_per_input_byte")),
             _x(c["bytes_allocated"] / case["input_bytes"]) if "bytes_allocated" in c else "–",
@@ -109,6 +128,8 @@ def write_markdown(r: dict) -> str:
                 if same and same[1] and same[1:] != [a, b]:
                     extra += (f"; same layout: {_x(same[0])} ({LABELS.get(same[1], same[1])} ÷ "
                               f"{LABELS.get(same[2], same[2])})")
+            if f.get("measured_by"):  # which candidate the value is (issue 16)
+                extra = f" ({LABELS.get(f['measured_by'], f['measured_by'])})"
             rows.append([titles.get(f["case"], f["case"]),
                          FLOOR_TITLES[f["id"]].format(t=f["threshold"]),
                          f"{_x(f['value'])}{extra}", f"{f['direction']} {f['threshold']:g}",
@@ -141,7 +162,15 @@ def write_markdown(r: dict) -> str:
                 + (f" Two implementations running identical kernels differed by "
                    f"{case['identical_kernel_spread']:.1%} in this run."
                    if case.get("identical_kernel_spread") is not None else "") + "\n",
-                _table(ROPE_HEADER, rope_rows(case), "ll" + "r" * 10)]
+                _table(rope_header(case), rope_rows(case),
+                       "ll" + "r" * (len(rope_header(case)) - 2))]
+        if _has_copy_ratio(case):
+            out.append("Two yardsticks: *time ÷ clone* compares a path with the cheapest "
+                       "operation that allocates its output as `apply_rope(x)` does (use it "
+                       "for out-of-place calls); *time ÷ copy_* compares it with moving the "
+                       "same bytes into memory already mapped (use it for `out=` and "
+                       "`apply_rope_`, and to see how far any path is from the streaming "
+                       "limit).\n")
         compiled = [c for c in case["candidates"] if c["kind"] == "compiled" and "setup_s" in c]
         if compiled:
             out.append("Compilation of posenc.torch.compiled_apply_rope (first call, cold "
@@ -180,4 +209,8 @@ def write_markdown(r: dict) -> str:
                                    for lang in b["languages"])])
         out.append(_table(["build", "total s", *[f"{lang} s" for lang in b["languages"]],
                            "pages executed"], rows, "lrrrl"))
+        if b.get("previous"):  # issue 16: side by side with the previous configuration
+            from benchmarks.build import comparison_markdown
+
+            out.append(comparison_markdown(b))
     return "\n".join(out)

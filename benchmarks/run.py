@@ -9,8 +9,9 @@ What is measured (details in the module docstrings):
 
 * ``sinusoidal_encoding`` against a Python double loop over positions and dimensions.
 * ``apply_rope`` (both layouts) against the ``rotate_half`` formula (Hugging Face), the
-  complex multiplication (Meta LLaMA), ``rotary-embedding-torch`` and ``x.clone()`` (the
-  memory-bandwidth floor), plus faster eager formulas and ``torch.compile`` kernels
+  complex multiplication (Meta LLaMA), ``rotary-embedding-torch``, ``x.clone()`` and
+  ``out.copy_(x)`` into a preallocated tensor (the two yardsticks: every time is reported
+  against both), posenc in place and with ``out=`` (against ``copy_``), plus faster eager formulas and ``torch.compile`` kernels
   prototyped in :mod:`benchmarks.peers`; interleaved timing (:mod:`benchmarks.timing`);
   bytes moved per formula (:mod:`benchmarks.traffic`); peak memory and posenc's first-call
   cost in fresh processes (:mod:`benchmarks.memory`).
@@ -66,6 +67,10 @@ QUICK_SIN_CASES = ((16, 8, 1),)
 #: The floors.  Times are per-call medians of the same run.
 FLOOR_INTERLEAVED_VS_CLONE = 1.3  # posenc interleaved time / clone time must be <= this
 FLOOR_HALF_VS_ROTATE_HALF = 1.7  # rotate_half time / posenc half time must be >= this
+#: issue 16: posenc in place or with ``out=`` (the better of the two) against
+#: ``out.copy_(x)`` into a preallocated tensor, per dtype and layout: time ratio <= this.
+FLOOR_INTO_VS_COPY = {"float32": {"interleaved": 1.5, "half": 2.5},
+                      "bfloat16": {"interleaved": 3.0, "half": 3.0}}
 #: posenc counts as slower than a peer when its time is more than this fraction above the
 #: peer's: on this shared 2-core machine two identical kernels timed in one run differ by
 #: a few per cent (the results record that spread as ``identical_kernel_spread``).
@@ -231,6 +236,8 @@ def bench_rope_case(case: dict, quick: bool, skip_compile: bool) -> dict:
             continue
         t = row["time"]["median"]
         row["vs_clone"] = paired_ratio(stats[name].rounds, stats["clone"].rounds)
+        # the second yardstick: copy_ into a preallocated tensor (no page faults)
+        row["vs_copy"] = paired_ratio(stats[name].rounds, stats["copy_into"].rounds)
         row["speedup_vs_rotate_half"] = paired_ratio(stats["rotate_half"].rounds,
                                                      stats[name].rounds)
         if "bytes_read" in row:
@@ -240,7 +247,8 @@ def bench_rope_case(case: dict, quick: bool, skip_compile: bool) -> dict:
             row["predicted_s"] = traffic.predict_seconds(
                 traffic.Traffic(row["bytes_read"], row["bytes_written"],
                                 row["bytes_allocated"]), copy_bandwidth, fault_cost)
-        log(f"  {name:24s} {t * 1e3:9.2f} ms  x{row['vs_clone']:.2f} clone  "
+        log(f"  {name:26s} {t * 1e3:9.2f} ms  x{row['vs_clone']:.2f} clone  "
+            f"x{row['vs_copy']:.2f} copy_  "
             f"{row['speedup_vs_rotate_half']:.2f}x vs rotate_half")
     if case.get("memory") and not quick:
         log("  peak memory (a fresh process)")
@@ -332,6 +340,35 @@ def evaluate_floors(rope_cases: list[dict]) -> list[dict]:
             "same_layout_worst": list(same),
             "bytes_bound": (moved(worst[1]) / moved(worst[2])) if worst[1] else None,
             "best_alternative": None, "best_alternative_value": None,
+        })
+        out += _into_floors(case, by, ratio, moved)
+    return out
+
+
+def _into_floors(case, by, ratio, moved):
+    """Issue 16: the better of posenc in place and ``out=``, per layout, against
+    ``out.copy_(x)``; only for cases that timed those candidates (results written before
+    they existed have none)."""
+    limits = FLOOR_INTO_VS_COPY.get(case.get("dtype"))
+    into = [n for n, c in by.items() if c["kind"] == "posenc_into"]
+    if not limits or not into or "copy_into" not in by:
+        return []
+    out = []
+    for layout, limit in limits.items():
+        names = sorted((n for n in into if by[n]["layout"] == layout),
+                       key=lambda n: ratio(n, "copy_into"))
+        if not names:
+            continue
+        best, others = names[0], names[1:]
+        value = ratio(best, "copy_into")
+        out.append({
+            "case": case["id"], "id": f"{layout}_into_vs_copy",
+            "rule": f"posenc {layout}, in place or out=, time <= {limit} x out.copy_(x) time",
+            "value": value, "threshold": limit, "direction": "<=", "passed": value <= limit,
+            "measured_by": best,
+            "bytes_bound": moved(best) / moved("copy_into"),
+            "best_alternative": others[0] if others else None,
+            "best_alternative_value": ratio(others[0], "copy_into") if others else None,
         })
     return out
 

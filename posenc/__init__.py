@@ -38,7 +38,14 @@ from .relative import (
     t5_bucket_layout,
     t5_relative_position_bucket,
 )
-from .rope import apply_rope, clear_rope_cache, rope_angles, rope_rotation_matrix, rotate_pairs
+from .rope import (
+    apply_rope,
+    apply_rope_,
+    clear_rope_cache,
+    rope_angles,
+    rope_rotation_matrix,
+    rotate_pairs,
+)
 from .rope_scaling import ROPE_TYPES, rope_frequencies
 from .sinusoidal import inverse_frequencies, shift_matrix, sinusoidal_encoding, wavelengths
 
@@ -73,6 +80,7 @@ __all__ = [
     "rope_rotation_matrix",
     "rotate_pairs",
     "apply_rope",
+    "apply_rope_",
     "clear_rope_cache",
     # RoPE past the training length (posenc.rope_scaling)
     "rope_frequencies",

@@ -65,6 +65,7 @@ __all__ = [
     "rope_rotation_matrix",
     "rotate_pairs",
     "apply_rope",
+    "apply_rope_",
     "clear_rope_cache",
 ]
 
@@ -480,18 +481,21 @@ def _rotate_half_torch(x, cos, sin, r):
 _LOWP_BLOCK = 1 << 19
 
 
-def _lowp_blocks(n_rows, seq, d):
+def _lowp_blocks(n_rows, seq, d, block=None):
     """Blocks ``(rows, positions)`` of about ``_LOWP_BLOCK`` elements covering ``(n_rows, seq)``.
+
+    (``block`` elements instead, if given.)
 
     Whole ``(seq, d)`` slices are grouped while they fit; a longer slice is cut along the
     sequence.  The loop that walks them is cache blocking: its trip count is the tensor's
     size over the block size (one trip for a decoding step), not the number of positions.
     """
+    block = _LOWP_BLOCK if block is None else block
     per_row = seq * d
-    if per_row <= _LOWP_BLOCK:
-        step = max(1, _LOWP_BLOCK // per_row)
+    if per_row <= block:
+        step = max(1, block // per_row)
         return [(slice(b, b + step), slice(0, seq)) for b in range(0, n_rows, step)]
-    step = max(1, _LOWP_BLOCK // d)
+    step = max(1, block // d)
     return [(slice(b, b + 1), slice(s, s + step))
             for b in range(n_rows) for s in range(0, seq, step)]
 
@@ -666,7 +670,249 @@ def _rotate_functional(x, cos, sin, r, layout):
     return rot if r == x.shape[-1] else torch.cat((rot, x[..., r:]), dim=-1)
 
 
-def apply_rope(x, positions=None, *, base=10000.0, layout="interleaved", rotary_dim=None):
+# --------------------------------------------------------------------------------------
+# Writing into a given tensor or array: apply_rope(x, out=...) and apply_rope_(x)
+# --------------------------------------------------------------------------------------
+
+#: Elements per block of the in-place/``out=`` paths: a block of ``x``, of ``out`` and of
+#: the scratch (about 6 MiB for float32) stays in the 32 MiB L3 cache of the AMD EPYC the
+#: benchmarks ran on while the three or four kernels of the block run over it.  On that
+#: shared 2-core machine, timings of 2**15 .. 2**19 did not separate beyond the noise;
+#: fewer, larger blocks pay PyTorch's per-operation overhead (and the wait for a busy
+#: second thread at the end of every operation) less often, as for ``_LOWP_BLOCK``.
+_INTO_BLOCK = 1 << 19
+
+#: Per-thread scratch of the blocked in-place/``out=`` paths, keyed by dtype: at most
+#: ``1.5 * max(_INTO_BLOCK, d)`` elements each (3 MiB of float32 for the usual widths),
+#: allocated once per thread so that a call makes no fresh allocation.
+_scratch = threading.local()
+
+
+def _scratch_tensor(numel, dtype):
+    """A 1-D CPU scratch tensor of at least ``numel`` elements, reused by this thread.
+
+    Built outside inference mode, so that a scratch first made during an evaluation pass
+    can still be written by in-place operations of a training step.
+    """
+    import torch
+
+    store = _scratch.__dict__.setdefault("tensors", {})
+    t = store.get(dtype)
+    if t is None or t.numel() < numel:
+        with torch.inference_mode(False):
+            t = torch.empty(max(numel, 3 * _INTO_BLOCK // 2), dtype=dtype)
+        store[dtype] = t
+    return t
+
+
+def _memory_relation(x, out):
+    """``"same"`` if ``out`` views exactly the elements of ``x`` in the same order,
+    ``"none"`` if the two cannot share an element, ``"partial"`` otherwise.
+
+    Compares the storage and the byte range each tensor can reach from its offset and
+    strides (conservative: two disjoint but interleaved views, such as ``t[..., ::2]``
+    and ``t[..., 1::2]``, count as overlapping).
+    """
+    if out is x:
+        return "same"
+    if x.numel() == 0 or out.numel() == 0:
+        return "none"
+    if x.untyped_storage().data_ptr() != out.untyped_storage().data_ptr():
+        return "none"
+    if x.storage_offset() == out.storage_offset() and x.stride() == out.stride():
+        return "same"  # shapes were checked equal
+
+    def span(t):
+        lo = hi = t.storage_offset()
+        for n, st in zip(t.shape, t.stride()):
+            lo, hi = lo + min(0, (n - 1) * st), hi + max(0, (n - 1) * st)
+        return lo * t.element_size(), (hi + 1) * t.element_size()
+
+    (a0, a1), (b0, b1) = span(x), span(out)
+    return "none" if a1 <= b0 or b1 <= a0 else "partial"
+
+
+def _check_out_tensor(x, out, name, eager):
+    """Validate ``out`` for ``x``; return whether ``out`` is ``x`` itself (in place).
+
+    ``name`` is ``"out"`` for ``apply_rope(..., out=)`` and ``"x"`` for
+    :func:`apply_rope_`.  The memory and autograd checks need real storage and run only
+    eagerly (``eager``); under tracing and ``torch.func`` transforms the functional
+    formula computes the whole result before it is copied, so no overlap can corrupt it.
+    """
+    import torch
+
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"out must be a torch.Tensor when x is one, got {type(out).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
+    if out.dtype != x.dtype:
+        raise TypeError(f"out must have the dtype of x ({x.dtype}), got {out.dtype}: the "
+                        f"result is rounded once to x.dtype; cast it afterwards if needed")
+    if out.shape != x.shape:
+        raise ValueError(f"out must have the shape of x {tuple(x.shape)}, got "
+                         f"{tuple(out.shape)}")
+    if out.device != x.device:
+        raise ValueError(f"out must be on the device of x ({x.device}), got {out.device}")
+    if not eager:
+        return out is x
+    if out.numel() and torch._debug_has_internal_overlap(out) == 1:
+        raise ValueError(f"{name} has elements that share memory (e.g. an expanded tensor "
+                         f"with a stride of 0), so it cannot be written element by "
+                         f"element; pass {name}.clone() or a fresh tensor")
+    if out.is_inference() and not torch.is_inference_mode_enabled():
+        raise ValueError(f"{name} is an inference tensor (made under "
+                         f"torch.inference_mode()) and cannot be written outside "
+                         f"inference mode; pass {name}.clone()")
+    if torch.is_grad_enabled() and out.requires_grad:
+        base = out._base if out._is_view() else None
+        if out.is_leaf or (base is not None and base.is_leaf and base.requires_grad):
+            what = "a leaf tensor" if out.is_leaf else "a view of a leaf tensor"
+            raise ValueError(
+                f"{name} is {what} that requires grad; PyTorch forbids writing into it in "
+                f"place (autograd would lose its value); use apply_rope(x) out of place, "
+                f"or write under torch.no_grad()")
+    relation = "same" if x.is_meta else _memory_relation(x, out)
+    if relation == "partial":
+        raise ValueError("out shares memory with x without being x itself (the same "
+                         "elements in the same order): a partial overlap would overwrite "
+                         "inputs before they are read; pass a separate out, or out=x to "
+                         "rotate in place")
+    return relation == "same"
+
+
+def _apply_rope_torch_into(x, pos, base, layout, rotary_dim, out, name):
+    """``apply_rope`` of a tensor written into ``out`` (which may be ``x``); returns ``out``."""
+    import torch
+
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"out must be a torch.Tensor when x is one, got {type(out).__name__}")
+    functional = _functional_mode(x) or _functional_mode(out)
+    inplace = _check_out_tensor(x, out, name, eager=not functional)
+    if functional:  # traced, transformed, meta: compute, then one copy into out
+        r, cos, sin = _functional_tables(x, pos, base, rotary_dim)
+        return out.copy_(_rotate_functional(x, cos, sin, r, layout))
+    if torch.is_grad_enabled() and (x.requires_grad or out.requires_grad):
+        # autograd: the differentiable formula, then a recorded copy into out
+        return out.copy_(_apply_rope_torch(x, pos, base, layout, rotary_dim))
+    r, tables = _tensor_tables(x, pos, base, rotary_dim, layout)
+    _rotate_into(out if inplace else x, out, tables, r, layout, inplace)
+    return out
+
+
+def _rows(t, seq, d):
+    """``t`` viewed as ``(rows, seq, d)`` without a copy, or ``None`` if no view exists."""
+    try:
+        return t.view(-1, seq, d)
+    except RuntimeError:
+        return None
+
+
+def _rotate_into(x, out, tables, r, layout, inplace):
+    """The eager kernels writing into ``out`` (``out is x`` when ``inplace``).
+
+    * float32/float64, interleaved: one complex multiply ``torch.mul(x, cis, out=out)``;
+    * float32/float64, half, on the CPU: blocks of about ``_INTO_BLOCK`` elements, each
+      rotated with the operations of :func:`_rotate_half_torch` (a product with ``cos``,
+      then ``addcmul_``, per half) while it is in cache (in place: from a copy of the
+      block in a per-thread scratch), so bit for bit the same;
+    * float16/bfloat16 on the CPU: each block converted into a float32 scratch, rotated
+      there, and written back with the one rounding (as :func:`_rotate_lowp_blocked`).
+
+    Anything else (another device, strides that no view or complex view expresses) is
+    rotated out of place by :func:`_rotate_eager` and copied into ``out``.
+    """
+    import torch
+
+    if not x.numel():
+        return
+    seq, d = x.shape[-2], x.shape[-1]
+    h = r // 2
+    lowp = x.dtype != _compute_dtype(x.dtype)
+    if not lowp and layout == "interleaved":
+        try:
+            xc = _as_complex_pairs(x, r)
+            oc = xc if inplace else _as_complex_pairs(out, r)
+        except RuntimeError:  # an odd storage offset, say: no complex view
+            pass
+        else:
+            torch.mul(xc, tables, out=oc)  # (x1 + i x2) e^{i m theta}
+            if r < d and not inplace:
+                out[..., r:].copy_(x[..., r:])
+            return
+    rx, ro = _rows(x, seq, d), _rows(out, seq, d)
+    if (x.device.type != "cpu" or rx is None or ro is None
+            or (not lowp and layout == "interleaved")):  # (no complex view, see above)
+        out.copy_(_rotate_eager(x, tables, r, layout))
+        return
+    blocks = _lowp_blocks(rx.shape[0], seq, d, _INTO_BLOCK)
+    most = rx[blocks[0]].numel()  # the first block is the largest
+    scratch = _scratch_tensor(most + most // 2, _compute_dtype(x.dtype))
+    for b, s in blocks:
+        xb, ob = rx[b, s], ro[b, s]
+        if layout == "half":
+            cos, sin = tables[0][s], tables[1][s]
+        if lowp:  # convert the block into float32 scratch, rotate there, round once
+            # (the whole width, with the operations of _rotate_lowp_blocked: the same bits;
+            # features past r go through float32 and back unchanged)
+            t = scratch[: xb.numel()].view(xb.shape)
+            t.copy_(xb)
+            if layout == "interleaved":
+                _as_complex_pairs(t, r).mul_(tables[s])
+            else:
+                t1, t2 = t[..., :h], t[..., h:r]
+                tmp = scratch[t.numel(): t.numel() + t1.numel()].view(t1.shape)
+                torch.mul(t1, sin, out=tmp)
+                t1.mul_(cos).addcmul_(t2, sin, value=-1)  # x1' = x1 cos - x2 sin
+                t2.mul_(cos).add_(tmp)  # x2' = x2 cos + x1 sin
+            ob.copy_(t)  # the one rounding
+            continue
+        if inplace:  # read from a copy of the block, write the block
+            src = scratch[: xb[..., :r].numel()].view(xb.shape[:-1] + (r,))
+            src.copy_(xb[..., :r])
+        else:
+            src = xb[..., :r]
+        x1, x2, o1, o2 = src[..., :h], src[..., h:], ob[..., :h], ob[..., h:r]
+        # one multiply per half: the same products as the (2, h) broadcast of
+        # _rotate_half_torch, whose inner loop over h is slower on the CPU
+        torch.mul(x1, cos, out=o1)
+        o1.addcmul_(x2, sin, value=-1)  # x1 cos - x2 sin
+        torch.mul(x2, cos, out=o2)
+        o2.addcmul_(x1, sin)  # x2 cos + x1 sin
+        if r < d and not inplace:
+            ob[..., r:].copy_(xb[..., r:])
+
+
+def _apply_rope_numpy_into(x, pos, base, layout, rotary_dim, out, name):
+    """NumPy: check ``out``, compute in float64 as :func:`apply_rope` does, write ``out``."""
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy.ndarray when x is not a tensor, got "
+                        f"{type(out).__name__}")
+    arr = np.asarray(x)
+    want = arr.dtype if arr.dtype.kind == "f" else np.dtype(np.float64)
+    if arr.dtype.kind in "fiu" and arr.dtype != np.bool_ and out.dtype != want:
+        raise TypeError(f"{name} must have dtype {want} (the dtype of the result), got "
+                        f"{out.dtype}" + ("; integer x cannot be rotated in place"
+                                          if name == "x" else ""))
+    if arr.dtype.kind in "fiu" and out.shape != arr.shape:
+        raise ValueError(f"out must have the shape of x {arr.shape}, got {out.shape}")
+    if not out.flags.writeable:
+        raise ValueError(f"{name} is a read-only array and cannot be written; pass "
+                         f"{name}.copy()")
+    same = out is arr or (
+        out.__array_interface__["data"][0] == arr.__array_interface__["data"][0]
+        and out.strides == arr.strides and out.shape == arr.shape)
+    if not same and np.may_share_memory(out, arr):
+        raise ValueError("out shares memory with x without being x itself (the same "
+                         "elements in the same order); pass a separate out, or out=x to "
+                         "rotate in place")
+    result = _apply_rope_numpy(arr, pos, base, layout, rotary_dim)  # checks x fully
+    out[...] = result
+    return out
+
+
+def apply_rope(x, positions=None, *, base=10000.0, layout="interleaved", rotary_dim=None,
+               out=None):
     """Rotate the last dimension of ``x`` by RoPE, position by position.
 
     For every pair ``i`` of features and every sequence position ``s`` with position
@@ -734,11 +980,20 @@ def apply_rope(x, positions=None, *, base=10000.0, layout="interleaved", rotary_
         Partial rotary (GPT-NeoX, GPT-J, Phi): rotate only the first ``rotary_dim``
         features (even, ``<= d``), with frequencies ``base ** (-2i / rotary_dim)``, and
         pass the rest through unchanged.  Default: all ``d``.
+    out : numpy.ndarray or torch.Tensor, keyword-only, optional
+        Write the result here instead of into a fresh array: the same kind, shape and
+        dtype as the result (for tensors also the device), writable, without elements
+        that share memory, and either ``x`` itself (in place, see :func:`apply_rope_`)
+        or not sharing memory with ``x`` at all (a partial overlap is refused: it would
+        overwrite inputs before they are read).  Autograd rules are PyTorch's: ``out``
+        may not be a leaf that requires grad; gradients flow through ``out`` to ``x``.
+        A preallocated ``out`` saves the page faults of a fresh output, which on a CPU
+        cost several times the rotation itself.
 
     Returns
     -------
     numpy.ndarray or torch.Tensor
-        Same shape as ``x``; same kind, dtype and device for tensors.
+        Same shape as ``x``; same kind, dtype and device for tensors; ``out`` if given.
 
     Raises
     ------
@@ -750,7 +1005,10 @@ def apply_rope(x, positions=None, *, base=10000.0, layout="interleaved", rotary_
         If ``x`` has fewer than 2 dimensions or an odd last dimension, ``positions``
         does not have shape ``(seq,)``, does not fit in int64 (``>= 2**63``, which would
         wrap to negative positions) or is a meta tensor for a real ``x``, ``base <= 1``,
-        ``layout`` is unknown, or ``rotary_dim`` is not an even number in ``[2, d]``.
+        ``layout`` is unknown, or ``rotary_dim`` is not an even number in ``[2, d]``;
+        for ``out``: TypeError if it is not of the kind or dtype of the result,
+        ValueError if its shape or device differ, it is read-only, expanded, partially
+        overlaps ``x``, or is a leaf tensor that requires grad while autograd is on.
 
     Examples
     --------
@@ -777,9 +1035,109 @@ def apply_rope(x, positions=None, *, base=10000.0, layout="interleaved", rotary_
     >>> x = rng.normal(size=(6, 8))
     >>> bool(np.allclose(apply_rope(x[4:], [4, 5]), apply_rope(x)[4:]))
     True
+
+    Into a preallocated output (reused from call to call):
+
+    >>> buf = np.empty_like(x)
+    >>> apply_rope(x, out=buf) is buf
+    True
+    >>> bool(np.array_equal(buf, apply_rope(x)))
+    True
     """
     b = check_base(base)
     layout = check_layout(layout)
     if _is_tensor(x):
+        if out is not None:
+            return _apply_rope_torch_into(x, positions, b, layout, rotary_dim, out, "out")
         return _apply_rope_torch(x, positions, b, layout, rotary_dim)
+    if out is not None:
+        return _apply_rope_numpy_into(x, positions, b, layout, rotary_dim, out, "out")
     return _apply_rope_numpy(x, positions, b, layout, rotary_dim)
+
+
+def apply_rope_(x, positions=None, *, base=10000.0, layout="interleaved", rotary_dim=None):
+    """Rotate ``x`` by RoPE in place and return it: ``apply_rope(x, ..., out=x)``.
+
+    The same rotation as :func:`apply_rope`, written into ``x`` itself, so that no
+    output of the size of ``x`` is allocated (on a CPU every fresh page of such an
+    output costs a page fault; a rotation in place moves about the bytes of
+    ``out.copy_(x)``).  float16/bfloat16 are still rotated in float32 and rounded once:
+    block by block through a small per-thread float32 scratch written back into ``x``.
+
+    Rules, as for PyTorch's own in-place operations:
+
+    * ``x`` must be a floating-point ``torch.Tensor`` or a writable float
+      ``numpy.ndarray`` (an integer array cannot hold the result; a read-only array
+      is refused);
+    * with autograd on, a leaf tensor that requires grad (or a view of one) is refused;
+      a non-leaf is rotated and its gradient flows as through :func:`apply_rope`;
+    * an expanded tensor (elements sharing memory) is refused; any other strides and
+      storage offsets work (views that no fast kernel can express are rotated out of
+      place and copied back);
+    * an inference tensor can be rotated only inside ``torch.inference_mode()``;
+    * under ``torch.compile``, ``torch.func`` transforms, forward-mode AD and for meta
+      tensors the functional formula computes the result, which is copied into ``x``.
+
+    Parameters
+    ----------
+    x : torch.Tensor or numpy.ndarray
+        Shape ``(..., seq, d)`` with ``d`` even; overwritten.
+    positions : array_like of int or torch.Tensor, optional
+        Shape ``(seq,)``, as for :func:`apply_rope`.  Default ``0 .. seq - 1``.
+    base : float, keyword-only, default 10000.0
+        Finite and ``> 1``.
+    layout : {"interleaved", "half"}, keyword-only
+        Pairs ``(2i, 2i+1)`` or ``(i, i + r/2)``.
+    rotary_dim : int, keyword-only, optional
+        Rotate only the first ``rotary_dim`` features; the rest are left untouched.
+
+    Returns
+    -------
+    torch.Tensor or numpy.ndarray
+        ``x`` itself, rotated.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is neither a ``numpy.ndarray`` nor a ``torch.Tensor``, has an integer,
+        bool or complex dtype, or for the argument errors of :func:`apply_rope`.
+    ValueError
+        If ``x`` is read-only, expanded, an inference tensor outside inference mode, a
+        leaf that requires grad (or a view of one) while autograd is on, or for the
+        shape, position and argument errors of :func:`apply_rope`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([[1.0, 0.0], [1.0, 0.0]])
+    >>> y = apply_rope_(x, base=100)
+    >>> y is x
+    True
+    >>> x.round(6)                          # position 1 rotated by 1 radian
+    array([[1.      , 0.      ],
+           [0.540302, 0.841471]])
+
+    With tensors it gives what :func:`apply_rope` gives, without allocating the output:
+
+    >>> import torch
+    >>> q = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(0))
+    >>> want = apply_rope(q, layout="half")
+    >>> torch.equal(apply_rope_(q, layout="half"), want)
+    True
+    >>> leaf = torch.zeros(3, 4, requires_grad=True)
+    >>> try:
+    ...     apply_rope_(leaf)
+    ... except ValueError as e:
+    ...     print(str(e)[:45])
+    x is a leaf tensor that requires grad; PyTorc
+    >>> with torch.no_grad():                # as an optimizer would, autograd off
+    ...     _ = apply_rope_(leaf)
+    """
+    b = check_base(base)
+    layout = check_layout(layout)
+    if _is_tensor(x):
+        return _apply_rope_torch_into(x, positions, b, layout, rotary_dim, x, "x")
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"x must be a numpy.ndarray or a torch.Tensor to be rotated in "
+                        f"place, got {type(x).__name__}")
+    return _apply_rope_numpy_into(x, positions, b, layout, rotary_dim, x, "x")

@@ -46,6 +46,20 @@ add_labels({
     "bench_copy_into": {"en": "out.copy_(x), preallocated", "zh": "out.copy_(x)（预分配输出）"},
     "bench_posenc_half": {"en": "posenc, half", "zh": "posenc（对半布局）"},
     "bench_posenc_interleaved": {"en": "posenc, interleaved", "zh": "posenc（交错布局）"},
+    "bench_posenc_half_out": {"en": "posenc, half, out=", "zh": "posenc（对半布局，out=）"},
+    "bench_posenc_interleaved_out": {"en": "posenc, interleaved, out=",
+                                     "zh": "posenc（交错布局，out=）"},
+    "bench_posenc_half_inplace": {"en": "posenc, half, in place",
+                                  "zh": "posenc（对半布局，原地）"},
+    "bench_posenc_interleaved_inplace": {"en": "posenc, interleaved, in place",
+                                         "zh": "posenc（交错布局，原地）"},
+    "bench_kind_posenc_into": {"en": "posenc, out= / in place", "zh": "posenc（out= / 原地）"},
+    "bench_floor_interleaved_into_vs_copy": {
+        "en": "interleaved in place or out= within {t:g}× of out.copy_(x)",
+        "zh": "交错布局原地或 out= 不超过 out.copy_(x) 的 {t:g} 倍"},
+    "bench_floor_half_into_vs_copy": {
+        "en": "half in place or out= within {t:g}× of out.copy_(x)",
+        "zh": "对半布局原地或 out= 不超过 out.copy_(x) 的 {t:g} 倍"},
     "bench_rotate_half": {"en": "rotate_half formula (Hugging Face)",
                           "zh": "rotate_half 公式（Hugging Face）"},
     "bench_complex": {"en": "complex multiply (Meta Llama)", "zh": "复数乘法（Meta Llama）"},
@@ -130,11 +144,13 @@ add_labels({
     "bench_m_seconds": {"en": "benchmark run time", "zh": "基准测试总耗时"},
 })
 
-_ORDER = ("clone", "copy_into", "posenc_half", "posenc_interleaved", "rotate_half", "complex",
+_ORDER = ("clone", "copy_into", "posenc_half", "posenc_interleaved", "posenc_half_out",
+          "posenc_interleaved_out", "posenc_half_inplace", "posenc_interleaved_inplace",
+          "rotate_half", "complex",
           "rotary_embedding_torch", "fused_half", "fused_interleaved", "compiled_half",
           "compiled_interleaved")
 _KIND_COLOR = {"floor": "#7f7f7f", "posenc": "#1f77b4", "peer": "#d62728",
-               "prototype": "#2ca02c", "compiled": "#9467bd"}
+               "prototype": "#2ca02c", "compiled": "#9467bd", "posenc_into": "#17becf"}
 
 
 class MarkdownTable(str):
@@ -412,8 +428,9 @@ def bench_ratio_figure(results, case_ids=("fp32_2048", "fp32_16384", "bf16_2048"
     axes[-1, 0].set_xlabel(label("bench_ratio_axis"))
     from matplotlib.patches import Patch
 
+    present = {c["kind"] for case in cases for c in case["candidates"]}
     handles = [Patch(color=col, label=label("bench_kind_" + kind))
-               for kind, col in _KIND_COLOR.items()]
+               for kind, col in _KIND_COLOR.items() if kind in present]
     handles.append(axes[0, 0].get_legend_handles_labels()[0][0])
     # above the panels, so that no bar or value label is hidden behind it
     fig.legend(handles=handles, fontsize=7, loc="outside upper center", ncol=3, frameon=False)

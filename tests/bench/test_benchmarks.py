@@ -203,6 +203,46 @@ def test_floors_pass_and_fail_as_the_numbers_say():
     assert floors["posenc_vs_peers"]["worst_pair"] == ["posenc_half", "complex"]
 
 
+def test_in_place_and_out_floors_take_the_better_of_the_two_against_copy():
+    times = {"clone": 4.0, "copy_into": 1.0, "posenc_interleaved": 4.2, "posenc_half": 5.0,
+             "rotate_half": 9.0, "complex": 4.2, "rotary_embedding_torch": 20.0,
+             "posenc_interleaved_out": 1.6, "posenc_interleaved_inplace": 1.2,
+             "posenc_half_out": 2.4, "posenc_half_inplace": 2.7}
+    case = {**_case(times), "dtype": "float32"}
+    floors = {f["id"]: f for f in run.evaluate_floors([case])}
+    inter, half = floors["interleaved_into_vs_copy"], floors["half_into_vs_copy"]
+    assert inter["measured_by"] == "posenc_interleaved_inplace" and inter["passed"]
+    assert math.isclose(inter["value"], 1.2) and inter["threshold"] == 1.5
+    assert inter["best_alternative"] == "posenc_interleaved_out"
+    assert half["measured_by"] == "posenc_half_out" and half["passed"]
+    assert math.isclose(half["value"], 2.4) and half["threshold"] == 2.5
+    # bfloat16 has its own limit (3x for both layouts)
+    times.update(posenc_interleaved_out=3.5, posenc_interleaved_inplace=3.1)
+    floors = {f["id"]: f for f in run.evaluate_floors([{**_case(times), "dtype": "bfloat16"}])}
+    assert not floors["interleaved_into_vs_copy"]["passed"]
+    assert floors["half_into_vs_copy"]["passed"] and floors["half_into_vs_copy"]["threshold"] == 3
+    # results without those candidates (written before issue 16) get no such floor
+    old = {k: v for k, v in times.items() if "_out" not in k and "inplace" not in k}
+    assert len(run.evaluate_floors([{**_case(old), "dtype": "float32"}])) == 3
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_in_place_and_out_candidates_compute_rope_and_leave_x_alone(layout, dtype):
+    shape = (1, 2, 33, 16)
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(2)).to(dtype)
+    before = x.clone()
+    want = posenc.apply_rope(x, layout=layout)
+    for name in (f"posenc_{layout}_out", f"posenc_{layout}_inplace"):
+        fn = peers.BY_NAME[name].factory(shape, dtype)
+        assert torch.equal(fn(x), want), name
+        assert torch.equal(x, before), name
+    # the in-place candidate rotates its private copy again on every later call
+    fn = peers.BY_NAME[f"posenc_{layout}_inplace"].factory(shape, dtype)
+    fn(x)
+    torch.testing.assert_close(fn(x), posenc.apply_rope(want, layout=layout))
+
+
 # -- the build log parser ------------------------------------------------------------------
 
 
@@ -237,7 +277,12 @@ def test_results_schema(results):
     assert {c["id"] for c in results["rope"]} == {c["id"] for c in run.ROPE_CASES}
     for case in results["rope"]:
         names = {c["name"] for c in case["candidates"]}
-        assert {c.name for c in peers.CANDIDATES if c.kind != "compiled"} <= names
+        required = {c.name for c in peers.CANDIDATES if c.kind != "compiled"}
+        if not any("vs_copy" in c for c in case["candidates"]):
+            # written by the harness before issue 16 (no copy_ ratios, no in-place/out=
+            # candidates); results from the current harness must have them all
+            required -= {c.name for c in peers.CANDIDATES if c.kind == "posenc_into"}
+        assert required <= names
         for c in case["candidates"]:
             if "time" not in c:
                 assert c["kind"] == "compiled" and "error" in c
@@ -263,7 +308,11 @@ def _cand(case, name):
 
 def test_committed_floors_follow_from_the_committed_times(results):
     assert run.evaluate_floors(results["rope"]) == results["floors"]
-    assert len(results["floors"]) == 3 * len(results["rope"])
+    # three per case, and two more (in place or out= against copy_, issue 16) for each
+    # case that timed those candidates
+    into = sum(any(c["kind"] == "posenc_into" for c in case["candidates"])
+               and case["dtype"] in run.FLOOR_INTO_VS_COPY for case in results["rope"])
+    assert len(results["floors"]) == 3 * len(results["rope"]) + 2 * into
 
 
 def test_results_md_is_rendered_from_results_json(results):
@@ -278,6 +327,13 @@ def test_the_harness_runs_end_to_end(tmp_path):
     out = json.loads((tmp_path / "results.json").read_text())
     assert out["quick"] and out["rope"][0]["candidates"][0]["name"] == "clone"
     assert "| posenc, half |" in (tmp_path / "results.md").read_text()
+    # issue 16: both yardsticks for every path, and the in-place/out= floors
+    for c in out["rope"][0]["candidates"]:
+        assert c["vs_clone"] > 0 and c["vs_copy"] > 0
+    ids = {f["id"] for f in out["floors"]}
+    assert {"interleaved_into_vs_copy", "half_into_vs_copy"} <= ids
+    md = (tmp_path / "results.md").read_text()
+    assert "| posenc, half, in place |" in md and "time ÷ copy_" in md
 
 
 # -- the appendix page renders from the committed file ---------------------------------------

@@ -234,8 +234,10 @@ WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.+'/-]*")
 def stray_english(prose: str) -> list[str]:
     """Lowercase English words in Chinese prose that are not allowed names."""
     hits = []
-    for word in WORD.findall(prose):
-        word = word.strip(".'/-+")
+    for match in WORD.finditer(prose):
+        if prose[match.end():match.end() + 1] in ("=", "("):
+            continue  # code: a keyword argument (out=) or a call (apply_rope(...))
+        word = match.group().strip(".'/-+")
         if re.fullmatch(r"[a-z]{2,}", word) and word not in ALLOWED_LOWERCASE:
             hits.append(word)
     return hits
@@ -264,7 +266,8 @@ def test_zh_prose_strips_code_math_roles_and_links():
      ("RoPE、ALiBi、PyTorch、NumPy、float32、bfloat16、GPT-NeoX 与 posenc", []),
      ("LLaMA 和 Hugging Face 的 KV 缓存，1.3 × clone", ["clone"]),
      ("即时执行（eager）；“man bites dog”；为 *dog* 算出；对半（half）布局", []),
-     ("交错（interleaved 布局；另见下文）", ["interleaved"])],
+     ("交错（interleaved 布局；另见下文）", ["interleaved"]),
+     ("用 out= 参数，或调用 apply_rope(x)；out 张量", ["out"])],
 )
 def test_stray_english_rule(text, expected):
     assert stray_english(zh_prose(text)) == expected
