@@ -17,11 +17,10 @@ True
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from pathlib import Path
 
+from ._results import read_results
 from ._style import LABELS, add_labels, get_language, label, new_figure
 
 __all__ = [
@@ -167,14 +166,6 @@ class MarkdownTable(str):
         return str(self)
 
 
-def _find_results(start: Path) -> Path | None:
-    for folder in (start, *start.parents):
-        candidate = folder / RESULTS_RELPATH
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 def load_bench_results(path=None):
     """Read the committed ``benchmarks/results.json``.
 
@@ -202,16 +193,8 @@ def load_bench_results(path=None):
     >>> load_bench_results()["machine"]["torch_threads"] >= 1
     True
     """
-    if path is None and os.environ.get("POSENC_BENCH_RESULTS"):
-        path = os.environ["POSENC_BENCH_RESULTS"]
-    if path is None:
-        path = _find_results(Path.cwd()) or _find_results(Path(__file__).resolve().parents[2])
-        if path is None:
-            raise FileNotFoundError(
-                f"no {RESULTS_RELPATH.as_posix()} found above {Path.cwd()} or next to the "
-                "posenc package; run `nox -s bench` in a source checkout, or pass path=")
-    path = Path(path)
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = read_results(path, relpath=RESULTS_RELPATH, env_var="POSENC_BENCH_RESULTS",
+                        session="bench")
     _check_results(data)
     return data
 

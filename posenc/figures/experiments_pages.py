@@ -7,12 +7,11 @@ accuracy are shown as the mean over seeds with the min-max range as a band.
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import numpy as np
 
+from ._results import read_results
 from ._style import add_labels, label, new_figure
 from .bench_pages import MarkdownTable
 
@@ -52,14 +51,6 @@ add_labels({
 })
 
 
-def _find_results(start: Path) -> Path | None:
-    for folder in (start, *start.parents):
-        candidate = folder / RESULTS_RELPATH
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 def load_experiment_results(path=None):
     """Read the committed ``experiments/results.json``.
 
@@ -81,15 +72,8 @@ def load_experiment_results(path=None):
     ValueError
         If the file is not an experiments results file of this schema.
     """
-    if path is None and os.environ.get("POSENC_EXPERIMENT_RESULTS"):
-        path = os.environ["POSENC_EXPERIMENT_RESULTS"]
-    if path is None:
-        path = _find_results(Path.cwd()) or _find_results(Path(__file__).resolve().parents[2])
-        if path is None:
-            raise FileNotFoundError(
-                f"no {RESULTS_RELPATH.as_posix()} found above {Path.cwd()} or next to the "
-                "posenc package; run `nox -s experiments`, or pass path=")
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    data = read_results(path, relpath=RESULTS_RELPATH, env_var="POSENC_EXPERIMENT_RESULTS",
+                        session="experiments")
     _check(data)
     return data
 
