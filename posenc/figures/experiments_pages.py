@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator, ScalarFormatter
 
 from ._results import read_results
 from ._style import add_labels, label, new_figure
@@ -47,6 +48,7 @@ add_labels({
     "exp_loss": {"en": "training loss", "zh": "训练损失"},
     "exp_train_length": {"en": "training length", "zh": "训练长度"},
     "exp_encoding": {"en": "encoding", "zh": "编码"},
+    "exp_chance": {"en": "chance", "zh": "随机猜测"},
     "exp_variant": {"en": "variant", "zh": "变体"},
 })
 
@@ -113,32 +115,48 @@ def _name(enc, var):
     return label(f"exp_{enc}") + (f" · {extra}" if extra else "")
 
 
-def _plot_series(ax, series, variants):
+def _plot_series(ax, series, variants, encodings=None):
     for (enc, var), (x, m, lo, hi) in series.items():
         if var not in variants or x.size == 0:
+            continue
+        if encodings is not None and enc not in encodings:
             continue
         style = "-" if var == "trained" else "--"
         (line,) = ax.plot(x, m, style, marker="o", ms=3, label=_name(enc, var))
         ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.15, lw=0)
 
 
-def experiment_perplexity_figure(results, *, variants=("trained",)):
+def _plain_log_y(ax):
+    """Label a log y axis at 1-2-5 steps in plain numbers (no 10^x, no crowded minors)."""
+    lo, hi = ax.get_ylim()
+    ticks = [m * 10.0 ** e for e in range(int(np.floor(np.log10(lo))),
+                                          int(np.ceil(np.log10(hi))) + 1)
+             for m in (1, 2, 5) if lo <= m * 10.0 ** e <= hi]
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def experiment_perplexity_figure(results, *, variants=("trained",), encodings=None):
     """Perplexity against evaluation length, one line per encoding (mean, min-max band).
 
     ``variants`` picks which runs to draw: ``("trained",)`` for the encodings as trained,
     or the RoPE scaling variants (``"pi zero-shot"``, ``"yarn zero-shot"``, ...).
+    ``encodings`` (default: all) restricts the lines to those encodings.
     """
     fig, ax = new_figure(figsize=(6.4, 3.8))
-    _plot_series(ax, _series(results, "lm"), variants)
+    _plot_series(ax, _series(results, "lm"), variants, encodings)
     train = results["config"]["lm"]["train_length"]
     ax.axvline(train, color="0.5", lw=0.8, ls=":")
-    ax.text(train, 1.0, " " + label("exp_train_length"), transform=ax.get_xaxis_transform(),
-            va="top", ha="left", fontsize=8, color="0.4")
+    ax.text(train, 0.01, " " + label("exp_train_length"), transform=ax.get_xaxis_transform(),
+            va="bottom", ha="left", fontsize=8, color="0.4")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    _plain_log_y(ax)
     ax.set_xlabel(label("exp_eval_length"))
     ax.set_ylabel(label("exp_perplexity"))
-    ax.legend(fontsize=8, ncols=2)
+    ax.legend(fontsize=8, ncols=2, loc="upper left")
     return fig
 
 
@@ -147,6 +165,12 @@ def experiment_copy_figure(results):
     fig, ax = new_figure(figsize=(6.4, 3.6))
     _plot_series(ax, _series(results, "copy"), ("trained",))
     ax.axvline(results["config"]["copy"]["m"], color="0.5", lw=0.8, ls=":")
+    from ..analysis.experiments.tasks import SYMBOLS  # imports torch: only when drawn
+
+    chance = 1 / SYMBOLS
+    ax.axhline(chance, color="0.5", lw=0.8, ls="--")
+    ax.text(1.0, chance, label("exp_chance") + " ", transform=ax.get_yaxis_transform(),
+            va="top", ha="right", fontsize=8, color="0.4")
     ax.set_xscale("log", base=2)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel(label("exp_string_length"))
