@@ -60,7 +60,7 @@ def _optimise(model, steps, lr, batch_fn, desc, progress, log_every, warmup=None
             losses.append((step, loss.detach().item()))
         if bar is not None:
             bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1][1]:.3f}", refresh=False)
+            bar.set_postfix(loss=f"{loss.detach().item():.3f}", refresh=False)
     if bar is not None:
         bar.close()
     model.eval()
@@ -88,6 +88,12 @@ def train_lm(cfg: ModelConfig, corpus: Corpus, *, steps: int, batch: int, lr: fl
     return TrainResult(model, losses, seconds)
 
 
+def _can_read(model: TinyDecoder, length: int) -> bool:
+    """Whether the model has a position for every one of ``length`` input tokens: a learned
+    table has no row past its last (its module would raise), every other encoding does."""
+    return model.cfg.encoding != "learned" or length <= model.position.max_len
+
+
 @torch.no_grad()
 def eval_lm(model: TinyDecoder, corpus: Corpus, lengths, *, tokens_per_length: int,
             max_batch: int = 8) -> dict:
@@ -96,21 +102,20 @@ def eval_lm(model: TinyDecoder, corpus: Corpus, lengths, *, tokens_per_length: i
     At each length ``L`` the evaluation text is cut into ``tokens_per_length // L``
     non-overlapping windows (the same windows for every model) and the loss is averaged over
     every predicted token.  A learned table cannot be read past its last row: that length
-    gets ``None`` (the module raises), not a number.
+    gets ``None``, not a number (any error raised while evaluating propagates).
     """
     out = {}
     for length in lengths:
         windows = eval_windows(corpus.eval, length, max(1, tokens_per_length // length))
-        total = count = 0.0
-        try:
-            for i in range(0, len(windows), max_batch):
-                chunk = torch.from_numpy(windows[i:i + max_batch])
-                loss = sequence_loss(model, chunk)
-                total += float(loss) * chunk.shape[0]
-                count += chunk.shape[0]
-        except ValueError:
+        if not _can_read(model, length):
             out[int(length)] = None
             continue
+        total = count = 0.0
+        for i in range(0, len(windows), max_batch):
+            chunk = torch.from_numpy(windows[i:i + max_batch])
+            loss = sequence_loss(model, chunk)
+            total += float(loss) * chunk.shape[0]
+            count += chunk.shape[0]
         out[int(length)] = float(math.exp(total / count))
     return out
 
@@ -136,8 +141,6 @@ def eval_copy(model: TinyDecoder, ms, *, n: int, seed: int) -> dict:
     out = {}
     for m in ms:
         rng = np.random.default_rng(10_000 + seed * 1000 + m)  # same strings for every model
-        try:
-            out[int(m)] = copy_accuracy(model, m, n, rng)
-        except ValueError:
-            out[int(m)] = None
+        # the model reads the 2 m + 1 tokens before the last one
+        out[int(m)] = copy_accuracy(model, m, n, rng) if _can_read(model, 2 * m + 1) else None
     return out
