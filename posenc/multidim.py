@@ -28,7 +28,15 @@ import numbers
 import numpy as np
 
 from ._validation import check_base, check_count, check_d_model, check_layout, check_positions
-from .rope import _compute_dtype, _is_tensor, _rotate_half_torch, _rotate_tensor, rotate_pairs
+from .rope import (
+    _compute_dtype,
+    _functional_mode,
+    _is_tensor,
+    _rotate_functional,
+    _rotate_half_torch,
+    _rotate_tensor,
+    rotate_pairs,
+)
 from .sinusoidal import inverse_frequencies
 
 __all__ = [
@@ -576,7 +584,10 @@ def apply_mrope(x, position_ids, *, mrope_section, base=10000.0, interleaved=Fal
         if position_ids.dtype == torch.bool or position_ids.is_floating_point() \
                 or position_ids.is_complex():
             raise TypeError(f"position_ids must be integers, got dtype {position_ids.dtype}")
-        ids = position_ids.detach().to("cpu").numpy()
+        # Under torch.func transforms a tensor made inside the transform has no storage
+        # for .numpy(); the values themselves are still readable.
+        ids = (np.asarray(position_ids.tolist(), dtype=np.int64) if _functional_mode(x)
+               else position_ids.detach().to("cpu").numpy())
     else:
         ids = np.asarray(position_ids)
         if ids.dtype == np.bool_ or not np.issubdtype(ids.dtype, np.integer):
@@ -594,6 +605,8 @@ def apply_mrope(x, position_ids, *, mrope_section, base=10000.0, interleaved=Fal
     compute = _compute_dtype(x.dtype)
     cos = torch.from_numpy(np.cos(angles)).to(x.device, compute).unsqueeze(1)
     sin = torch.from_numpy(np.sin(angles)).to(x.device, compute).unsqueeze(1)
+    if _functional_mode(x):  # torch.func transforms, forward AD, compile, meta: no out= kernels
+        return _rotate_functional(x, cos, sin, dim, "half")
     xc = x if x.dtype == compute else x.to(compute)
     out = _rotate_half_torch(xc, cos, sin, dim)
     return out if out.dtype == x.dtype else out.to(x.dtype)

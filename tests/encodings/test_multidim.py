@@ -559,3 +559,21 @@ def test_mrope_position_ids_bad_input():
         mrope_position_ids(5)
     with pytest.raises(TypeError, match="start"):
         mrope_position_ids([2], start=1.5)
+
+
+def test_apply_mrope_under_jvp_and_vmap_is_the_linear_map():
+    """M-RoPE is linear in x: its jvp is the map applied to the tangent, and vmap equals a
+    loop (both take the functional formula: out= kernels have no batching rule)."""
+    import torch
+
+    torch.manual_seed(0)
+    ids = torch.as_tensor(posenc.mrope_position_ids([2, (2, 3), 1]))[:, None]  # (3, 1, 9)
+    x = torch.randn(1, 2, 9, 16, dtype=torch.float64)
+    t = torch.randn_like(x)
+    f = lambda v: posenc.apply_mrope(v, ids, mrope_section=[2, 3, 3])  # noqa: E731
+    out, tangent = torch.func.jvp(f, (x,), (t,))
+    torch.testing.assert_close(out, f(x), rtol=0, atol=1e-12)
+    torch.testing.assert_close(tangent, f(t), rtol=0, atol=1e-12)
+    xs = torch.randn(4, 1, 2, 9, 16, dtype=torch.float64)
+    torch.testing.assert_close(torch.func.vmap(f)(xs), torch.stack([f(v) for v in xs]),
+                               rtol=0, atol=1e-12)
