@@ -368,7 +368,25 @@ def _positions_key(pos, seq):
     return ("array", arr.tobytes()), arr
 
 
+class _HalfTables(tuple):
+    """The half layout's ``(cos, sin)``, each ``(seq, r/2)``, as views of full-width tables.
+
+    ``wide`` is ``([cos, cos], [-sin, sin])``, each ``(seq, r)``: with them a block is
+    rotated as ``x * [cos, cos] + [x2, x1] * [-sin, sin]``, two kernels over the whole
+    width instead of four over half of it (see :func:`_rotate_into`).  Unpacks as the
+    pair ``(cos, sin)`` wherever a pair is expected.
+    """
+
+    def __new__(cls, cos_wide, sin_wide):
+        h = cos_wide.shape[-1] // 2
+        self = super().__new__(cls, (cos_wide[..., :h], sin_wide[..., h:]))
+        self.wide = (cos_wide, sin_wide)
+        return self
+
+
 def _tables_nbytes(key, value):
+    if isinstance(value, _HalfTables):
+        value = value.wide  # the storage the two views share
     tensors = value if isinstance(value, tuple) else (value,)
     key_bytes = len(key[0][1]) if key[0][0] == "array" else 0
     return sum(t.numel() * t.element_size() for t in tensors) + key_bytes + 256
@@ -400,10 +418,11 @@ def _torch_tables(pos_key, pos, seq, r, base, compute_dtype, device, layout):
             cis = torch.from_numpy(np.cos(angles) + 1j * np.sin(angles))
             value = cis.to(device=device, dtype=cdtype)
         else:
-            value = (
-                torch.from_numpy(np.cos(angles)).to(device=device, dtype=compute_dtype),
-                torch.from_numpy(np.sin(angles)).to(device=device, dtype=compute_dtype),
-            )
+            cos, sin = np.cos(angles), np.sin(angles)
+            value = _HalfTables(*(
+                torch.from_numpy(t).to(device=device, dtype=compute_dtype)
+                for t in (np.concatenate((cos, cos), axis=1),
+                          np.concatenate((-sin, sin), axis=1))))
     nbytes = _tables_nbytes(key, value)
     if nbytes > _CACHE_BYTES:
         return value  # too large to keep: used for this call only
@@ -447,12 +466,14 @@ def _rotate_interleaved_torch(x, cis, r):
     return out
 
 
-def _rotate_half_torch(x, cos, sin, r):
+def _rotate_half_torch(x, cos, sin, r, tables=None):
     """Half layout: ``x1' = x1 cos - x2 sin``, ``x2' = x2 cos + x1 sin`` with ``x1 = x[..., :h]``.
 
-    Without autograd, three kernels write into one preallocated output (no ``cat`` and
-    no ``rotate_half`` temporaries): ``out = x * cos`` over both halves, then
-    ``out1 -= x2 * sin`` and ``out2 += x1 * sin`` in place.
+    Without autograd the kernels write into one preallocated output (no ``cat`` and no
+    ``rotate_half`` temporaries): on the CPU, block by block while the block is in cache,
+    ``out1 = x1 * cos``, ``out1 -= x2 * sin``, ``out2 = x2 * cos``, ``out2 += x1 * sin``
+    (the ``out=`` path, :func:`_rotate_into`); elsewhere ``out = x * cos`` over both
+    halves at once, then the two ``addcmul_`` in place.
     """
     import torch
 
@@ -465,6 +486,12 @@ def _rotate_half_torch(x, cos, sin, r):
             parts.append(x[..., r:])
         return torch.cat(parts, dim=-1)
     out = torch.empty_like(x)
+    seq = x.shape[-2]
+    if (x.device.type == "cpu" and cos.shape == (seq, h) and sin.shape == (seq, h)
+            and _rows(x, seq, d) is not None and _rows(out, seq, d) is not None):
+        # the blocked kernels of the out= path: the same products and sums
+        _rotate_into(x, out, (cos, sin) if tables is None else tables, r, "half", False)
+        return out
     xv = x[..., :r].unflatten(-1, (2, h))  # (..., seq, 2, h): [x1; x2]
     ov = out[..., :r].unflatten(-1, (2, h))
     torch.mul(xv, cos.unsqueeze(-2), out=ov)  # [x1 cos; x2 cos]
@@ -591,7 +618,7 @@ def _rotate_eager(x, tables, r, layout):
     if layout == "interleaved":
         out = _rotate_interleaved_torch(xc, tables, r)
     else:
-        out = _rotate_half_torch(xc, *tables, r)
+        out = _rotate_half_torch(xc, *tables, r, tables)
     return out if dtype == compute else out.to(dtype)
 
 
@@ -813,9 +840,14 @@ def _rotate_into(x, out, tables, r, layout, inplace):
 
     * float32/float64, interleaved: one complex multiply ``torch.mul(x, cis, out=out)``;
     * float32/float64, half, on the CPU: blocks of about ``_INTO_BLOCK`` elements, each
-      rotated with the operations of :func:`_rotate_half_torch` (a product with ``cos``,
-      then ``addcmul_``, per half) while it is in cache (in place: from a copy of the
-      block in a per-thread scratch), so bit for bit the same;
+      rotated while it is in cache.  With the cached tables (:class:`_HalfTables`): the
+      halves swapped into a per-thread scratch, then ``out = x * [cos, cos]`` and
+      ``out += [x2, x1] * [-sin, sin]`` over the whole width.  With a bare ``(cos, sin)``
+      pair (the :class:`posenc.torch.RotaryEmbedding` tables): a product with ``cos``,
+      then ``addcmul_``, per half (in place: the first half is copied into the scratch
+      first, since the second half's result needs it).  Both give the bits of
+      ``x1 cos - x2 sin`` and ``x2 cos + x1 sin`` computed as two roundings each
+      (a negation is exact);
     * float16/bfloat16 on the CPU: each block converted into a float32 scratch, rotated
       there, and written back with the one rounding (as :func:`_rotate_lowp_blocked`).
 
@@ -836,7 +868,13 @@ def _rotate_into(x, out, tables, r, layout, inplace):
         except RuntimeError:  # an odd storage offset, say: no complex view
             pass
         else:
-            torch.mul(xc, tables, out=oc)  # (x1 + i x2) e^{i m theta}
+            if inplace and r == 2 < d:
+                # one pair per row: in place, PyTorch's strided complex multiply takes
+                # another loop than out of place, which can differ in the last bit; the
+                # product goes through a temporary of 2/d of x instead
+                oc.copy_(xc * tables)
+            else:
+                torch.mul(xc, tables, out=oc)  # (x1 + i x2) e^{i m theta}
             if r < d and not inplace:
                 out[..., r:].copy_(x[..., r:])
             return
@@ -845,6 +883,7 @@ def _rotate_into(x, out, tables, r, layout, inplace):
             or (not lowp and layout == "interleaved")):  # (no complex view, see above)
         out.copy_(_rotate_eager(x, tables, r, layout))
         return
+    wide = getattr(tables, "wide", None) if layout == "half" and not lowp else None
     blocks = _lowp_blocks(rx.shape[0], seq, d, _INTO_BLOCK)
     most = rx[blocks[0]].numel()  # the first block is the largest
     scratch = _scratch_tensor(most + most // 2, _compute_dtype(x.dtype))
@@ -867,14 +906,21 @@ def _rotate_into(x, out, tables, r, layout, inplace):
                 t2.mul_(cos).add_(tmp)  # x2' = x2 cos + x1 sin
             ob.copy_(t)  # the one rounding
             continue
-        if inplace:  # read from a copy of the block, write the block
-            src = scratch[: xb[..., :r].numel()].view(xb.shape[:-1] + (r,))
-            src.copy_(xb[..., :r])
-        else:
-            src = xb[..., :r]
-        x1, x2, o1, o2 = src[..., :h], src[..., h:], ob[..., :h], ob[..., h:r]
-        # one multiply per half: the same products as the (2, h) broadcast of
-        # _rotate_half_torch, whose inner loop over h is slower on the CPU
+        if wide is not None:  # x * [cos, cos] + [x2, x1] * [-sin, sin], full width
+            xr, orr = xb[..., :r], ob[..., :r]
+            u = scratch[: xr.numel()].view(xr.shape)  # [x2, x1]
+            u[..., :h].copy_(xr[..., h:])
+            u[..., h:].copy_(xr[..., :h])
+            torch.mul(xr, wide[0][s], out=orr)  # [x1 cos, x2 cos]
+            orr.addcmul_(u, wide[1][s])  # + [-x2 sin, x1 sin]: the same bits as below
+            if r < d and not inplace:
+                ob[..., r:].copy_(xb[..., r:])
+            continue
+        x1, x2, o1, o2 = xb[..., :h], xb[..., h:r], ob[..., :h], ob[..., h:r]
+        if inplace:  # o1 overwrites x1, which o2 still needs: keep a copy of x1 only
+            x1 = scratch[: x1.numel()].view(x1.shape).copy_(x1)
+        # one multiply per half: the same products as a (2, h) broadcast over both
+        # halves at once, whose inner loop over h is slower on the CPU
         torch.mul(x1, cos, out=o1)
         o1.addcmul_(x2, sin, value=-1)  # x1 cos - x2 sin
         torch.mul(x2, cos, out=o2)
