@@ -49,18 +49,41 @@ from .rope import (
 from .rope_scaling import ROPE_TYPES, rope_frequencies
 from .sinusoidal import inverse_frequencies, shift_matrix, sinusoidal_encoding, wavelengths
 
-# The book's measurements (posenc.analysis); the names the API promises stay importable
-# as posenc.<name>.
-from .analysis.attention import (
-    SelfAttention,
-    scaled_dot_product_attention,
-    softmax,
-    token_embeddings,
-)
-from .analysis.closest import ClosestPair, closest_pair, min_pairwise_distance
-from .analysis.decay import rope_decay_bound
-from .analysis.precision import angle_error, rope_angles_float32
-from .analysis.similarity import dot_products_by_offset, sinusoidal_dot_product
+# The book's measurements (posenc.analysis): the names the API promises stay importable
+# as posenc.<name>, but their modules are imported on first use (PEP 562), so that
+# ``import posenc`` loads no analysis code.  A book page's execution is keyed on the
+# modules it imported (docs/_ext/posenc_book.py): eager imports here would make every
+# page depend on these five modules.
+_LAZY = {
+    "SelfAttention": "attention",
+    "scaled_dot_product_attention": "attention",
+    "softmax": "attention",
+    "token_embeddings": "attention",
+    "ClosestPair": "closest",
+    "closest_pair": "closest",
+    "min_pairwise_distance": "closest",
+    "rope_decay_bound": "decay",
+    "angle_error": "precision",
+    "rope_angles_float32": "precision",
+    "dot_products_by_offset": "similarity",
+    "sinusoidal_dot_product": "similarity",
+}
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'posenc' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".analysis.{module}", __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 
