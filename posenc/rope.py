@@ -533,26 +533,17 @@ def _rotate_lowp_blocked(x, tables, r, layout):
     Upcasting the whole tensor would allocate two float32 tensors of twice its size; on a
     CPU every fresh page of them costs a page fault, which made this path five times
     slower than rounding after every operation in the input's own dtype.  Instead each
-    block is converted to float32 (a cache-sized scratch), rotated in place there, and
-    written to the output with a single rounding.
+    block of about ``_LOWP_BLOCK`` elements is converted into a per-thread float32
+    scratch allocated once (no page faults after the first call), rotated there, and
+    written to a fresh output with a single rounding: the ``out=`` kernels of
+    :func:`_rotate_into`.
     """
     import torch
 
     seq, d = x.shape[-2], x.shape[-1]
-    rows = x.reshape(-1, seq, d)
+    rows = x.reshape(-1, seq, d)  # a view, or one copy for strides no view expresses
     out = torch.empty(rows.shape, dtype=x.dtype, device=x.device)
-    h = r // 2
-    for b, s in _lowp_blocks(rows.shape[0], seq, d):
-        t = rows[b, s].to(torch.float32, memory_format=torch.contiguous_format)  # scratch
-        if layout == "interleaved":
-            _as_complex_pairs(t, r).mul_(tables[s])  # (x1 + i x2) e^{i m theta}
-        else:
-            cos, sin = tables[0][s], tables[1][s]
-            x1, x2 = t[..., :h], t[..., h:r]
-            x1_sin = x1 * sin
-            x1.mul_(cos).addcmul_(x2, sin, value=-1)  # x1' = x1 cos - x2 sin
-            x2.mul_(cos).add_(x1_sin)  # x2' = x2 cos + x1 sin
-        out[b, s] = t  # the one rounding
+    _rotate_into(rows, out, tables, r, layout, False, block=_LOWP_BLOCK)
     return out.view(x.shape)
 
 
@@ -835,7 +826,7 @@ def _rows(t, seq, d):
         return None
 
 
-def _rotate_into(x, out, tables, r, layout, inplace):
+def _rotate_into(x, out, tables, r, layout, inplace, block=None):
     """The eager kernels writing into ``out`` (``out is x`` when ``inplace``).
 
     * float32/float64, interleaved: one complex multiply ``torch.mul(x, cis, out=out)``;
@@ -849,10 +840,11 @@ def _rotate_into(x, out, tables, r, layout, inplace):
       ``x1 cos - x2 sin`` and ``x2 cos + x1 sin`` computed as two roundings each
       (a negation is exact);
     * float16/bfloat16 on the CPU: each block converted into a float32 scratch, rotated
-      there, and written back with the one rounding (as :func:`_rotate_lowp_blocked`).
+      there, and written back with the one rounding.
 
     Anything else (another device, strides that no view or complex view expresses) is
-    rotated out of place by :func:`_rotate_eager` and copied into ``out``.
+    rotated out of place by :func:`_rotate_eager` and copied into ``out``.  ``block``
+    overrides ``_INTO_BLOCK`` (:func:`_rotate_lowp_blocked` passes ``_LOWP_BLOCK``).
     """
     import torch
 
@@ -884,7 +876,7 @@ def _rotate_into(x, out, tables, r, layout, inplace):
         out.copy_(_rotate_eager(x, tables, r, layout))
         return
     wide = getattr(tables, "wide", None) if layout == "half" and not lowp else None
-    blocks = _lowp_blocks(rx.shape[0], seq, d, _INTO_BLOCK)
+    blocks = _lowp_blocks(rx.shape[0], seq, d, _INTO_BLOCK if block is None else block)
     most = rx[blocks[0]].numel()  # the first block is the largest
     scratch = _scratch_tensor(most + most // 2, _compute_dtype(x.dtype))
     for b, s in blocks:
@@ -892,8 +884,9 @@ def _rotate_into(x, out, tables, r, layout, inplace):
         if layout == "half":
             cos, sin = tables[0][s], tables[1][s]
         if lowp:  # convert the block into float32 scratch, rotate there, round once
-            # (the whole width, with the operations of _rotate_lowp_blocked: the same bits;
-            # features past r go through float32 and back unchanged)
+            # (the whole width; out of place, in place and out= share this code, so
+            # they give the same bits; features past r go through float32 and back
+            # unchanged)
             t = scratch[: xb.numel()].view(xb.shape)
             t.copy_(xb)
             if layout == "interleaved":
