@@ -104,6 +104,8 @@ def write_markdown(r: dict) -> str:
             ["cores (usable / logical)", f"{m['usable_cpus']} / {m['logical_cpus']}"],
             ["torch threads", str(m["torch_threads"])],
             ["memory", f"{m['memory_gib']} GiB"],
+            ["last-level cache", (f"{m['last_level_cache_bytes'] / 2**20:g} MiB"
+                                  if m.get("last_level_cache_bytes") else "unknown")],
             ["load average (1 min) at start / end",
              f"{m['load_average_start'][0]:.2f} / {m['load_average_end'][0]:.2f}"],
             ["Python / torch / NumPy", f"{v['python']} / {v['torch']} / {v['numpy']}"],

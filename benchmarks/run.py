@@ -92,6 +92,28 @@ def log(msg: str) -> None:
 # -- the machine -------------------------------------------------------------------------
 
 
+def last_level_cache_bytes() -> int | None:
+    """Size of the CPU's largest cache as Linux reports it for CPU 0 (None if unknown).
+
+    It decides whether a benchmark's tensors stream from memory or from cache.
+    """
+    best = None
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            level = int((index / "level").read_text())
+            size = (index / "size").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        unit = {"K": 2**10, "M": 2**20, "G": 2**30}.get(size[-1:], 1)
+        try:
+            nbytes = int(size.rstrip("KMG")) * unit
+        except ValueError:
+            continue
+        if best is None or level > best[0]:
+            best = (level, nbytes)
+    return best[1] if best else None
+
+
 def machine_info() -> dict:
     """CPU model, core counts, memory, load, and every version that matters."""
     import numpy
@@ -132,6 +154,7 @@ def machine_info() -> dict:
         "torch_threads": torch.get_num_threads(),
         "torch_cpu_capability": getattr(torch.backends.cpu, "get_cpu_capability", lambda: None)(),
         "memory_gib": mem_gib,
+        "last_level_cache_bytes": last_level_cache_bytes(),
         "platform": platform.platform(),
         "load_average_start": list(os.getloadavg()),
         "versions": versions,
