@@ -7,9 +7,11 @@ What it does, each piece small:
   would otherwise be served the old outputs.  Every execution therefore records what the
   kernel used: two cells are added around the page's own (and removed again before
   anything is cached or rendered), the first installs an audit hook that notes every
-  watched file the kernel opens (``benchmarks/results.json``, ...), the last lists the
-  watched modules in ``sys.modules`` (every ``posenc`` module the page imported,
-  directly or not).  The hashes those files had when the build started are stored per
+  watched file the kernel opens (``benchmarks/results.json``, ...) other than Python
+  sources, the last lists the watched modules in ``sys.modules`` (every ``posenc``
+  module the page imported, directly or not).  A module counts when it is imported, not
+  when its source is read as text: :mod:`posenc.figures` reads every figure module's
+  ``__all__`` from its source so that it can import only the modules a page calls.  The hashes those files had when the build started are stored per
   page, in ``deps.json`` next to the cache and in Sphinx's environment.  A later build
   re-reads and re-executes exactly the pages one of whose files changed; a cached
   notebook whose files changed, or whose files are unknown, is dropped from the cache
@@ -80,7 +82,7 @@ def watched_files(paths: list[str]) -> dict[str, str]:
 
 
 _DEPS_MARK = "__posenc_deps__ "
-_DEPS_FORMAT = 2  # bump to invalidate every page's recorded dependencies
+_DEPS_FORMAT = 3  # bump to invalidate every page's recorded dependencies
 
 _HOOK_CELL = """\
 def _posenc_deps_hook(watched, prefixes):
@@ -94,7 +96,7 @@ def _posenc_deps_hook(watched, prefixes):
             return
         try:
             path = os.path.abspath(os.fsdecode(args[0]))
-            if path.startswith(prefixes):
+            if path.startswith(prefixes) and not path.endswith(".py"):
                 path = os.path.realpath(path)
                 if path in watched:
                     opened.add(path)

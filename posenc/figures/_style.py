@@ -135,6 +135,12 @@ def label(key, language=None):
     if lang not in LANGUAGES:
         raise ValueError(f"language must be one of {', '.join(map(repr, LANGUAGES))}, "
                          f"got {lang!r}")
+    if key not in LABELS:
+        # figure modules register their words when first imported (posenc.figures imports
+        # them on first use): a page may ask for a module's word before calling it
+        import posenc.figures
+
+        posenc.figures.load_all()
     try:
         return LABELS[key][lang]
     except KeyError:

@@ -146,6 +146,21 @@ def test_cold_warm_and_an_edit_to_one_module(book):
     assert pages["n"]["deps"] == {}
 
 
+def test_a_module_source_read_as_text_is_not_a_dependency(book):
+    # posenc.figures reads every figure module's __all__ from its source without
+    # importing it: that read must not make every page depend on every figure module
+    source = book.lib / "fc.py"
+    book.write_page("n", f"import pathlib\nprint('N', len(pathlib.Path({str(source)!r})"
+                         f".read_text()))\n")
+    book.build()
+    pages = json.loads((book.cache / "deps.json").read_text())["pages"]
+    assert pages["n"]["deps"] == {}
+    assert set(pages["d"]["deps"]) == {"../data.json"}  # a data file still counts
+    source.write_text("VALUE = 'C2'\n")
+    executed, _ = book.build()
+    assert executed == [], book.log
+
+
 def test_a_new_import_is_picked_up_and_the_reversed_order(tmp_path):
     book = Book(tmp_path, order="reversed")
     executed, _ = book.build()

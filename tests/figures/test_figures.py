@@ -118,6 +118,7 @@ def test_labels_differ_between_languages():
 
 
 def test_every_label_has_both_languages():
+    pf.load_all()  # figure modules register their labels when imported
     for key, words in pf.LABELS.items():
         assert set(words) == {"en", "zh"}, key
         assert bool(words["en"]) == bool(words["zh"]), key  # blank in both or in neither
@@ -168,3 +169,60 @@ def test_figure_argument_errors():
         pf.sinusoid_waveforms(10, 8, columns=(8,))
     with pytest.raises(ValueError, match=r"out_a must have shape \(len\(tokens\), d\) = \(2, d\)"):
         pf.permuted_attention_outputs(np.ones((3, 4)), ["a", "b"], np.ones((3, 4)), ["a", "b", "c"])
+
+
+def test_figure_modules_are_imported_on_first_use():
+    # a page's execution is keyed on the modules it imported: importing the package must
+    # not import every figure module, or an edit to one would re-execute every page
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, sys, posenc.figures as pf; before = sorted(m for m in sys.modules "
+            "if m.startswith('posenc.figures.')); pf.sinusoid_heatmap; after = sorted(m for m "
+            "in sys.modules if m.startswith('posenc.figures.')); print(json.dumps([before, "
+            "after]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    before, after = json.loads(out)
+    assert before == ["posenc.figures._style"]
+    assert after == ["posenc.figures._style", "posenc.figures.sinusoidal"]
+
+
+def test_static_exports_match_the_modules():
+    import importlib
+    from pathlib import Path
+
+    import posenc.figures as package
+
+    for name, module in package._OWNER.items():
+        mod = importlib.import_module(f"posenc.figures.{module}")
+        assert name in mod.__all__ and getattr(package, name) is getattr(mod, name)
+    for path in Path(package.__file__).parent.glob("[!_]*.py"):
+        mod = importlib.import_module(f"posenc.figures.{path.stem}")
+        assert package._static_all(path) == list(mod.__all__), path.stem
+    with pytest.raises(AttributeError, match="no attribute 'not_a_figure'"):
+        package.not_a_figure  # noqa: B018
+
+
+def test_two_modules_exporting_one_name_is_an_error(tmp_path, monkeypatch):
+    import posenc.figures as package
+
+    monkeypatch.setattr(package, "_OWNER", dict(package._OWNER))
+    monkeypatch.setattr(package, "__all__", list(package.__all__))
+    clash = tmp_path / "clash.py"
+    clash.write_text('__all__ = ["sinusoid_heatmap"]\n', encoding="utf-8")
+    monkeypatch.setattr(package, "__path__", [str(tmp_path)])
+    monkeypatch.setattr(package, "__file__", str(tmp_path / "__init__.py"))
+    with pytest.raises(ImportError, match="'sinusoid_heatmap' is exported by both"):
+        package._index_submodules()
+
+
+def test_a_label_of_a_module_not_yet_imported_is_found():
+    import subprocess
+    import sys
+
+    code = "import posenc.figures as pf; print(pf.label('lc_plain', 'zh'))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "不缩放"
