@@ -33,6 +33,8 @@ __all__ = [
     "bench_cold_table",
     "bench_sinusoidal_table",
     "bench_build_table",
+    "bench_build_comparison_table",
+    "bench_yardstick_table",
     "bench_machine_table",
     "MarkdownTable",
 ]
@@ -83,6 +85,25 @@ add_labels({
     "bench_col_median": {"en": "median (ms)", "zh": "中位数（毫秒）"},
     "bench_col_iqr": {"en": "IQR (ms)", "zh": "四分位距（毫秒）"},
     "bench_col_vs_clone": {"en": "÷ clone", "zh": "÷ x.clone()"},
+    "bench_col_vs_copy": {"en": "÷ copy_", "zh": "÷ copy_"},
+    "bench_ratio_axis_copy": {
+        "en": "time ÷ time of out.copy_(x)  (log scale; lower is faster)",
+        "zh": "耗时 ÷ out.copy_(x) 耗时（对数刻度，越低越快）"},
+    "bench_col_step": {"en": "build", "zh": "构建"},
+    "bench_col_prev_s": {"en": "previous configuration (s)", "zh": "原配置（秒）"},
+    "bench_col_now_s": {"en": "now (s)", "zh": "现在（秒）"},
+    "bench_col_ratio": {"en": "now ÷ previous", "zh": "现在 ÷ 原配置"},
+    "bench_col_cpu": {"en": "CPU s, previous / now", "zh": "CPU 秒（原 / 现）"},
+    "bench_col_exec_both": {"en": "pages executed, previous / now",
+                            "zh": "执行页数（原 / 现）"},
+    "bench_col_goal": {"en": "goal", "zh": "目标"},
+    "bench_col_dtype_len": {"en": "case", "zh": "场景"},
+    "bench_col_oop_clone": {"en": "apply_rope(x) ÷ clone", "zh": "apply_rope(x) ÷ x.clone()"},
+    "bench_col_oop_copy": {"en": "apply_rope(x) ÷ copy_", "zh": "apply_rope(x) ÷ copy_"},
+    "bench_col_out_copy": {"en": "out= ÷ copy_", "zh": "out= ÷ copy_"},
+    "bench_col_inplace_copy": {"en": "apply_rope_ ÷ copy_", "zh": "apply_rope_ ÷ copy_"},
+    "bench_step_analysis": {"en": "one analysis module edited",
+                            "zh": "改动一个分析模块"},
     "bench_col_vs_rh": {"en": "speed-up vs rotate_half", "zh": "相对 rotate_half 的加速比"},
     "bench_col_moved": {"en": "bytes moved ÷ input", "zh": "读写字节 ÷ 输入"},
     "bench_col_alloc": {"en": "bytes allocated ÷ input", "zh": "新分配字节 ÷ 输入"},
@@ -130,10 +151,13 @@ add_labels({
     "bench_step_warm": {"en": "warm, nothing changed", "zh": "热构建，无改动"},
     "bench_step_prose": {"en": "one page's prose edited", "zh": "改动一页的正文"},
     "bench_step_library": {"en": "one posenc function edited", "zh": "改动 posenc 的一个函数"},
+    "bench_goal_ratio": {"en": "≤ {t:g}×", "zh": "≤ {t:g} 倍"},
+    "bench_goal_seconds": {"en": "≤ {t:g} s", "zh": "≤ {t:g} 秒"},
     "bench_m_cpu": {"en": "CPU", "zh": "CPU"},
     "bench_m_cores": {"en": "cores usable / logical", "zh": "可用 / 逻辑核数"},
     "bench_m_threads": {"en": "torch threads (set explicitly)", "zh": "torch 线程数（显式设置）"},
     "bench_m_memory": {"en": "memory", "zh": "内存"},
+    "bench_m_llc": {"en": "last-level cache", "zh": "末级缓存"},
     "bench_m_load": {"en": "load average at start / end (1 min)",
                      "zh": "开始 / 结束时的负载均值（1 分钟）"},
     "bench_m_versions": {"en": "Python / PyTorch / NumPy", "zh": "Python / PyTorch / NumPy"},
@@ -288,9 +312,21 @@ def bench_headlines(results):
     out["bench_load_start"] = float(m["load_average_start"][0])
     out["bench_load_end"] = float(m["load_average_end"][0])
     out["bench_run_s"] = float(results.get("library_seconds", float("nan")))
-    for prefix, case_id in (("", "fp32_2048"), ("long_", "fp32_16384"), ("bf16_", "bf16_2048")):
+    llc = m.get("last_level_cache_bytes")  # absent from results older than the field
+    out["bench_llc_mib"] = float(llc / 2**20) if llc else math.nan
+    for prefix, case_id in _HEADLINE_CASES:
+        if case_id == "bf16_16384" and case_id not in {c["id"] for c in results["rope"]}:
+            continue  # results written before this case existed
         case = _case(results, case_id)
         p = f"bench_{prefix}"
+        # Against the second yardstick, out.copy_(x) into a preallocated tensor.
+        for c in case["candidates"]:
+            if c["kind"] in ("posenc", "posenc_into", "peer", "compiled") and "vs_copy" in c:
+                out[p + c["name"] + "_vs_copy"] = float(c["vs_copy"])
+        if case_id == "bf16_16384":
+            out[p + "copy_gbps"] = float(case["copy_bandwidth_bytes_per_s"] / 1e9)
+            out[p + "input_mib"] = float(case["input_bytes"] / 2**20)
+            continue
         # Ratios are the harness's paired ratios (median over rounds), as stored.
         out[p + "clone_ms"] = float(_median(case, "clone") * 1e3)
         out[p + "inter_vs_clone"] = float(_cand(case, "posenc_interleaved")["vs_clone"])
@@ -325,6 +361,9 @@ def bench_headlines(results):
                     out[p + "cold_extra_ms_" + c["name"]] = float(extra * 1e3)
     out["bench_bf16_err_ratio"] = out["bench_bf16_err_rotate_half"] / out["bench_bf16_err_posenc_half"]
     floors = results["floors"]
+    for f in floors:
+        if f["id"].endswith("_into_vs_copy"):
+            out[f"bench_into_floor_{f['case']}_{f['id'].split('_')[0]}_passed"] = int(f["passed"])
     out["bench_floors_passed"] = int(sum(bool(f["passed"]) for f in floors))
     out["bench_floors_total"] = int(len(floors))
     for s in results["sinusoidal"]:
@@ -346,14 +385,53 @@ def bench_headlines(results):
                 sum(len(v["executed"]) for v in s["languages"].values()))
         out["bench_build_pages"] = int(sum(
             len(v["executed"]) + len(v["cached"]) for v in steps["cold"]["languages"].values()))
+        out.update(_build_comparison_headlines(build))
+    return out
+
+
+#: (prefix of the headline keys, RoPE case) for :func:`bench_headlines`.
+_HEADLINE_CASES = (("", "fp32_2048"), ("long_", "fp32_16384"), ("bf16_", "bf16_2048"),
+                   ("bf16long_", "bf16_16384"))
+
+
+def _executed(step):
+    return int(sum(len(v["executed"]) for v in step["languages"].values()))
+
+
+def _build_comparison_headlines(build):
+    """The side-by-side build numbers (current against the previous configuration)."""
+    out = {}
+    previous = build.get("previous")
+    if not previous:  # a build benchmark from before the comparison existed
+        return out
+    prev = {s["step"]: s for s in previous["steps"]}
+    cur = {s["step"]: s for s in build["steps"]}
+    cur["analysis"] = build["analysis_step"]
+    for name in ("cold", "warm", "analysis"):
+        out[f"bench_build_{name}_now_s"] = float(cur[name]["seconds"])
+        out[f"bench_build_{name}_prev_s"] = float(prev[name]["seconds"])
+        out[f"bench_build_{name}_ratio"] = float(cur[name]["seconds"] / prev[name]["seconds"])
+        out[f"bench_build_{name}_cpu_ratio"] = float(cur[name]["cpu_seconds"]
+                                                     / prev[name]["cpu_seconds"])
+        out[f"bench_build_{name}_now_executed"] = _executed(cur[name])
+        out[f"bench_build_{name}_prev_executed"] = _executed(prev[name])
+    out["bench_build_goals_passed"] = int(sum(bool(g["passed"]) for g in build["goals"]))
+    out["bench_build_goals_total"] = int(len(build["goals"]))
+    memo = build.get("memo_cold") or {}
+    out["bench_build_memo_hits"] = int(memo.get("hits", 0))
+    out["bench_build_memo_saved_s"] = float(memo.get("seconds_saved", 0.0))
+    out["bench_build_languages_pages"] = int(len(build.get("pages", [])))
     return out
 
 
 # -- the figure ----------------------------------------------------------------------------
 
 
-def bench_ratio_figure(results, case_ids=("fp32_2048", "fp32_16384", "bf16_2048")):
+def bench_ratio_figure(results, case_ids=None, yardstick="clone"):
     """Bar chart: every implementation's per-call time divided by that of ``x.clone()``.
+
+    (Or by that of ``out.copy_(x)`` into a preallocated tensor, with
+    ``yardstick="copy_into"``; the dashed floor line is drawn for ``"clone"`` only.)
 
     One panel per case; bars coloured by kind (posenc, peers, eager prototypes,
     ``torch.compile``, the memory copies); whiskers span the inter-quartile range.  The
@@ -363,8 +441,10 @@ def bench_ratio_figure(results, case_ids=("fp32_2048", "fp32_16384", "bf16_2048"
     ----------
     results : dict
         From :func:`load_bench_results`.
-    case_ids : sequence of str
-        The RoPE cases to draw, in order.
+    case_ids : sequence of str, optional
+        The RoPE cases to draw, in order; by default every case of ``results``.
+    yardstick : {"clone", "copy_into"}
+        What every time is divided by.
 
     Returns
     -------
@@ -382,16 +462,20 @@ def bench_ratio_figure(results, case_ids=("fp32_2048", "fp32_16384", "bf16_2048"
     >>> len(fig.axes)
     1
     """
-    case_ids = list(case_ids)
+    _check_results(results)
+    case_ids = [c["id"] for c in results["rope"]] if case_ids is None else list(case_ids)
     if not case_ids:
         raise ValueError("case_ids must name at least one case")
+    if yardstick not in ("clone", "copy_into"):
+        raise ValueError(f"yardstick must be 'clone' or 'copy_into', got {yardstick!r}")
+    key = "vs_clone" if yardstick == "clone" else "vs_copy"
     cases = [_case(results, cid) for cid in case_ids]
     fig, axes = new_figure(len(cases), 1, figsize=(7.4, 2.9 * len(cases)), squeeze=False)
     for ax, case in zip(axes[:, 0], cases):
         cands = [c for c in sorted(case["candidates"], key=lambda c: _ORDER.index(c["name"])
                                    if c["name"] in _ORDER else 99) if "time" in c]
         names = [label("bench_" + c["name"]) for c in cands]
-        ratios = [c["vs_clone"] for c in cands]
+        ratios = [c[key] for c in cands]
         # Whiskers: the candidate's own inter-quartile spread, relative to its median.
         lo = [r * (1 - c["time"]["q1"] / c["time"]["median"]) for r, c in zip(ratios, cands)]
         hi = [r * (c["time"]["q3"] / c["time"]["median"] - 1) for r, c in zip(ratios, cands)]
@@ -401,20 +485,23 @@ def bench_ratio_figure(results, case_ids=("fp32_2048", "fp32_16384", "bf16_2048"
                 error_kw={"elinewidth": 0.8, "capsize": 2, "ecolor": "#333333"})
         ax.set_xscale("log")
         ax.axvline(1.0, color="#333333", lw=0.8)
-        ax.axvline(1.3, color="#333333", lw=0.8, ls="--", label=label("bench_floor_line"))
+        if yardstick == "clone":
+            ax.axvline(1.3, color="#333333", lw=0.8, ls="--", label=label("bench_floor_line"))
         for yi, r in zip(y, ratios):
             ax.text(r * 1.04, yi, f"{r:.2f}×", va="center", fontsize=8)
         ax.set_yticks(y, names, fontsize=8)
         ax.set_xlim(min(0.5, min(ratios) * 0.8), max(ratios) * 1.6)
         ax.set_title(_case_title(case), fontsize=10)
         ax.tick_params(axis="x", labelsize=8)
-    axes[-1, 0].set_xlabel(label("bench_ratio_axis"))
+    axes[-1, 0].set_xlabel(label("bench_ratio_axis" if yardstick == "clone"
+                                 else "bench_ratio_axis_copy"))
     from matplotlib.patches import Patch
 
     present = {c["kind"] for case in cases for c in case["candidates"]}
     handles = [Patch(color=col, label=label("bench_kind_" + kind))
                for kind, col in _KIND_COLOR.items() if kind in present]
-    handles.append(axes[0, 0].get_legend_handles_labels()[0][0])
+    if yardstick == "clone":
+        handles.append(axes[0, 0].get_legend_handles_labels()[0][0])
     # above the panels, so that no bar or value label is hidden behind it
     fig.legend(handles=handles, fontsize=7, loc="outside upper center", ncol=3, frameon=False)
     return fig
@@ -452,19 +539,21 @@ def bench_rope_table(results, case_id="fp32_2048"):
                     if c["name"] in _ORDER else 99):
         name = label("bench_" + c["name"])
         if "time" not in c:
-            rows.append([name, _layout(c["layout"]), label("bench_unavailable")] + ["–"] * 6)
+            rows.append([name, _layout(c["layout"]), label("bench_unavailable")] + ["–"] * 7)
             continue
         t = c["time"]
         rows.append([
             name, _layout(c["layout"]), _ms(t["median"]), _ms(t["iqr"]), _fmt(c["vs_clone"]),
+            _fmt(c.get("vs_copy")),
             _fmt(c["speedup_vs_rotate_half"]), _fmt(c.get("bytes_moved_per_input_byte")),
             _fmt(c.get("peak_extra_per_input_byte")),
             _fmt(c.get("max_abs_error"), ".1e"),
         ])
     header = [label(k) for k in ("bench_col_impl", "bench_col_layout", "bench_col_median",
-                                 "bench_col_iqr", "bench_col_vs_clone", "bench_col_vs_rh",
-                                 "bench_col_moved", "bench_col_peak", "bench_col_error")]
-    return _table(header, rows, "llrrrrrrr")
+                                 "bench_col_iqr", "bench_col_vs_clone", "bench_col_vs_copy",
+                                 "bench_col_vs_rh", "bench_col_moved", "bench_col_peak",
+                                 "bench_col_error")]
+    return _table(header, rows, "llrrrrrrrr")
 
 
 def _layout(name):
@@ -602,6 +691,111 @@ def bench_build_table(results):
     return _table(header, rows, "lrrrl")
 
 
+def bench_yardstick_table(results, case_ids=None):
+    """posenc's three ways to call RoPE against both yardsticks, one row per case and layout.
+
+    Out of place (``apply_rope(x)``) against ``x.clone()`` and against ``out.copy_(x)``;
+    into a preallocated tensor (``out=``) and in place (``apply_rope_``) against
+    ``out.copy_(x)`` (ratios paired per round, as stored by the harness); then the goal,
+    which applies to the better of in place and ``out=``, and whether this run met it.
+
+    Parameters
+    ----------
+    results : dict
+        From :func:`load_bench_results`.
+    case_ids : sequence of str, optional
+        The cases, in order; by default every case that timed the in-place candidates.
+
+    Returns
+    -------
+    MarkdownTable
+
+    Raises
+    ------
+    ValueError
+        If ``results`` is not a results dict or a case is unknown.
+
+    Examples
+    --------
+    >>> print(bench_yardstick_table(load_bench_results()).splitlines()[0][:15])
+    | case | layout
+    """
+    _check_results(results)
+    if case_ids is None:
+        case_ids = [c["id"] for c in results["rope"]
+                    if any(k["kind"] == "posenc_into" for k in c["candidates"])]
+    floors = {(f["case"], f["id"]): f for f in results["floors"]}
+    rows = []
+    for cid in case_ids:
+        case = _case(results, cid)
+        names = {c["name"] for c in case["candidates"] if "time" in c}
+        for layout in ("interleaved", "half"):
+            if f"posenc_{layout}" not in names:
+                continue
+
+            def ratio(suffix, key="vs_copy", layout=layout):
+                name = f"posenc_{layout}{suffix}"
+                return _fmt(_cand(case, name).get(key)) if name in names else "–"
+
+            f = floors.get((cid, f"{layout}_into_vs_copy"))
+            goal = "–" if f is None else f"≤ {f['threshold']:g}"
+            status = "–" if f is None else (
+                f"**{label('bench_pass') if f['passed'] else label('bench_fail')}**")
+            rows.append([f"{case['dtype']}, {case['shape'][-2]}", _layout(layout),
+                         ratio("", "vs_clone"), ratio(""), ratio("_out"), ratio("_inplace"),
+                         goal, status])
+    header = [label(k) for k in ("bench_col_dtype_len", "bench_col_layout",
+                                 "bench_col_oop_clone", "bench_col_oop_copy",
+                                 "bench_col_out_copy", "bench_col_inplace_copy",
+                                 "bench_col_goal", "bench_col_status")]
+    return _table(header, rows, "llrrrrll")
+
+
+def bench_build_comparison_table(results):
+    """The book's build now against the configuration before issue 16, side by side.
+
+    One row per build (cold, warm, one analysis module edited): wall seconds in the
+    previous configuration and now, their ratio, the CPU seconds, the pages executed
+    (both languages) and the goal with its status.  Results without that comparison give
+    a one-row table that says so.
+
+    Examples
+    --------
+    >>> print(bench_build_comparison_table(load_bench_results()).splitlines()[0][:9])
+    | build |
+    """
+    _check_results(results)
+    build = results.get("build")
+    if not build or not build.get("previous"):
+        return _table([label("bench_col_build")], [[label("bench_no_build")]], "l")
+    prev = {s["step"]: s for s in build["previous"]["steps"]}
+    cur = {s["step"]: s for s in build["steps"]}
+    cur["analysis"] = build["analysis_step"]
+    goals = {g["step"]: g for g in build["goals"]}
+    rows = []
+    for name in ("cold", "warm", "analysis"):
+        p, c = prev[name], cur[name]
+        g = goals.get(name)
+        title = label("bench_step_" + name)
+        if name == "analysis":
+            edited = f"`{str(c['edited']).split(':')[0]}`"
+            title += f"（{edited}）" if get_language() == "zh" else f" ({edited})"
+        if g is None:
+            goal = status = "–"
+        else:
+            kind = "bench_goal_ratio" if "previous" in g["rule"] else "bench_goal_seconds"
+            goal = label(kind).format(t=g["limit"])
+            status = f"**{label('bench_pass') if g['passed'] else label('bench_fail')}**"
+        rows.append([title, _fmt(p["seconds"], ".1f"), _fmt(c["seconds"], ".1f"),
+                     _fmt(c["seconds"] / p["seconds"]),
+                     f"{_fmt(p['cpu_seconds'], '.0f')} / {_fmt(c['cpu_seconds'], '.0f')}",
+                     f"{_executed(p)} / {_executed(c)}", goal, status])
+    header = [label(k) for k in ("bench_col_step", "bench_col_prev_s", "bench_col_now_s",
+                                 "bench_col_ratio", "bench_col_cpu", "bench_col_exec_both",
+                                 "bench_col_goal", "bench_col_status")]
+    return _table(header, rows, "lrrrrrll")
+
+
 def bench_machine_table(results):
     """Where and with what the numbers were measured (no date).
 
@@ -618,6 +812,8 @@ def bench_machine_table(results):
         [label("bench_m_cores"), f"{m['usable_cpus']} / {m['logical_cpus']}"],
         [label("bench_m_threads"), str(m["torch_threads"])],
         [label("bench_m_memory"), f"{m['memory_gib']} GiB"],
+        [label("bench_m_llc"), (f"{m['last_level_cache_bytes'] / 2**20:g} MiB"
+                                if m.get("last_level_cache_bytes") else "–")],
         [label("bench_m_load"),
          f"{m['load_average_start'][0]:.2f} / {m['load_average_end'][0]:.2f}"],
         [label("bench_m_versions"), f"{v['python']} / {v['torch']} / {v['numpy']}"],

@@ -367,6 +367,11 @@ def test_page_renders_from_the_committed_results(lang, results):
         # The page shows the build table, so the committed results must hold a build run.
         assert results.get("build"), "results.json has no build benchmark: run.py --build"
         tables.append(bench_pages.bench_build_table(results))
+        assert results["build"].get("previous"), "no side-by-side build comparison"
+        tables.append(bench_pages.bench_yardstick_table(results))
+        tables.append(bench_pages.bench_build_comparison_table(results))
+        fig = bench_pages.bench_ratio_figure(results, yardstick="copy_into")
+        assert len(fig.axes) == len(results["rope"])
         for table in tables:
             assert table._repr_markdown_().startswith("| ")
             assert results["date"][:10] not in table  # no date on the page
@@ -374,6 +379,14 @@ def test_page_renders_from_the_committed_results(lang, results):
         status = ("PASS", "FAIL") if lang == "en" else ("通过", "未通过")
         n_status = sum(floor_md.count(f"**{s}**") for s in status)  # 通过 is inside 未通过
         assert n_status == len(results["floors"])
+        # the in-place goals: one status per case and layout that timed them
+        into = [f for f in results["floors"] if f["id"].endswith("_into_vs_copy")]
+        assert into, "results.json has no in-place/out= floors"
+        yard = bench_pages.bench_yardstick_table(results)
+        assert sum(yard.count(f"**{s}**") for s in status) == len(into)
+        comparison = bench_pages.bench_build_comparison_table(results)
+        assert sum(comparison.count(f"**{s}**") for s in status) == len(
+            results["build"]["goals"])
         if lang == "zh":
             assert "实现" in tables[-1] or "构建" in tables[-1]
     finally:
@@ -400,6 +413,11 @@ def test_bench_pages_reject_bad_arguments(results):
         bench_pages.bench_rope_table(results, "fp64_1")
     with pytest.raises(ValueError, match="case_ids"):
         bench_pages.bench_ratio_figure(results, [])
+    with pytest.raises(ValueError, match="yardstick must be 'clone' or 'copy_into'"):
+        bench_pages.bench_ratio_figure(results, yardstick="copy")
+    with pytest.raises(ValueError, match="case_id"):
+        bench_pages.bench_yardstick_table(results, ["fp64_1"])
+    assert "nox -s bench" in bench_pages.bench_build_comparison_table({**results, "build": None})
     assert "nox -s bench" in bench_pages.bench_build_table({**results, "build": None})
     with pytest.raises(ValueError, match="first-call"):
         bench_pages.bench_cold_table(results, "fp32_16384")
