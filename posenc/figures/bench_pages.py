@@ -83,22 +83,19 @@ add_labels({
     "bench_col_impl": {"en": "implementation", "zh": "实现"},
     "bench_col_layout": {"en": "layout", "zh": "布局"},
     "bench_col_median": {"en": "median (ms)", "zh": "中位数（毫秒）"},
-    "bench_col_iqr": {"en": "IQR (ms)", "zh": "四分位距（毫秒）"},
     "bench_col_vs_clone": {"en": "÷ clone", "zh": "÷ x.clone()"},
     "bench_col_vs_copy": {"en": "÷ copy_", "zh": "÷ copy_"},
     "bench_ratio_axis_copy": {
         "en": "time ÷ time of out.copy_(x)  (log scale; lower is faster)",
         "zh": "耗时 ÷ out.copy_(x) 耗时（对数刻度，越低越快）"},
     "bench_col_step": {"en": "build", "zh": "构建"},
-    "bench_col_prev_s": {"en": "previous configuration (s)", "zh": "原配置（秒）"},
-    "bench_col_now_s": {"en": "now (s)", "zh": "现在（秒）"},
-    "bench_col_ratio": {"en": "now ÷ previous", "zh": "现在 ÷ 原配置"},
-    "bench_col_cpu": {"en": "CPU s, previous / now", "zh": "CPU 秒（原 / 现）"},
-    "bench_col_exec_both": {"en": "pages executed, previous / now",
-                            "zh": "执行页数（原 / 现）"},
+    "bench_col_wall": {"en": "wall s, previous → now", "zh": "耗时（秒），原 → 现"},
+    "bench_col_ratio": {"en": "now ÷ previous", "zh": "现 ÷ 原"},
+    "bench_col_cpu": {"en": "CPU s", "zh": "CPU 秒"},
+    "bench_col_exec_both": {"en": "pages executed", "zh": "执行页数"},
     "bench_col_goal": {"en": "goal", "zh": "目标"},
     "bench_col_dtype_len": {"en": "case", "zh": "场景"},
-    "bench_col_oop_clone": {"en": "apply_rope(x) ÷ clone", "zh": "apply_rope(x) ÷ x.clone()"},
+    "bench_col_oop_clone": {"en": "apply_rope(x) ÷ clone", "zh": "apply_rope(x) ÷ clone()"},
     "bench_col_oop_copy": {"en": "apply_rope(x) ÷ copy_", "zh": "apply_rope(x) ÷ copy_"},
     "bench_col_out_copy": {"en": "out= ÷ copy_", "zh": "out= ÷ copy_"},
     "bench_col_inplace_copy": {"en": "apply_rope_ ÷ copy_", "zh": "apply_rope_ ÷ copy_"},
@@ -513,6 +510,9 @@ def bench_ratio_figure(results, case_ids=None, yardstick="clone"):
 def bench_rope_table(results, case_id="fp32_2048"):
     """All implementations of one RoPE case: times, ratios, bytes, memory, error.
 
+    The inter-quartile ranges are in the figure's whiskers and in ``results.md``; the
+    page's column is too narrow for them beside both yardsticks.
+
     Parameters
     ----------
     results : dict
@@ -539,21 +539,22 @@ def bench_rope_table(results, case_id="fp32_2048"):
                     if c["name"] in _ORDER else 99):
         name = label("bench_" + c["name"])
         if "time" not in c:
-            rows.append([name, _layout(c["layout"]), label("bench_unavailable")] + ["–"] * 7)
+            rows.append([name, _layout(c["layout"]), label("bench_unavailable")] + ["–"] * 6)
             continue
         t = c["time"]
         rows.append([
-            name, _layout(c["layout"]), _ms(t["median"]), _ms(t["iqr"]), _fmt(c["vs_clone"]),
+            name, _layout(c["layout"]), _ms(t["median"]),
+            _fmt(c["vs_clone"]),
             _fmt(c.get("vs_copy")),
             _fmt(c["speedup_vs_rotate_half"]), _fmt(c.get("bytes_moved_per_input_byte")),
             _fmt(c.get("peak_extra_per_input_byte")),
             _fmt(c.get("max_abs_error"), ".1e"),
         ])
-    header = [label(k) for k in ("bench_col_impl", "bench_col_layout", "bench_col_median",
-                                 "bench_col_iqr", "bench_col_vs_clone", "bench_col_vs_copy",
-                                 "bench_col_vs_rh", "bench_col_moved", "bench_col_peak",
-                                 "bench_col_error")]
-    return _table(header, rows, "llrrrrrrrr")
+    header = [label(k) for k in ("bench_col_impl", "bench_col_layout",
+                                 "bench_col_median", "bench_col_vs_clone",
+                                 "bench_col_vs_copy", "bench_col_vs_rh", "bench_col_moved",
+                                 "bench_col_peak", "bench_col_error")]
+    return _table(header, rows, "llrrrrrrr")
 
 
 def _layout(name):
@@ -755,8 +756,8 @@ def bench_build_comparison_table(results):
     """The book's build now against the configuration before issue 16, side by side.
 
     One row per build (cold, warm, one analysis module edited): wall seconds in the
-    previous configuration and now, their ratio, the CPU seconds, the pages executed
-    (both languages) and the goal with its status.  Results without that comparison give
+    previous configuration and now, their ratio, the CPU seconds and the pages executed
+    (both languages), each as previous → now, and the goal with its status.  Results without that comparison give
     a one-row table that says so.
 
     Examples
@@ -781,19 +782,19 @@ def bench_build_comparison_table(results):
             edited = f"`{str(c['edited']).split(':')[0]}`"
             title += f"（{edited}）" if get_language() == "zh" else f" ({edited})"
         if g is None:
-            goal = status = "–"
+            verdict = "–"
         else:
             kind = "bench_goal_ratio" if "previous" in g["rule"] else "bench_goal_seconds"
             goal = label(kind).format(t=g["limit"])
             status = f"**{label('bench_pass') if g['passed'] else label('bench_fail')}**"
-        rows.append([title, _fmt(p["seconds"], ".1f"), _fmt(c["seconds"], ".1f"),
+            verdict = f"{status}（{goal}）" if get_language() == "zh" else f"{status} ({goal})"
+        rows.append([title, f"{_fmt(p['seconds'], '.1f')} → {_fmt(c['seconds'], '.1f')}",
                      _fmt(c["seconds"] / p["seconds"]),
-                     f"{_fmt(p['cpu_seconds'], '.0f')} / {_fmt(c['cpu_seconds'], '.0f')}",
-                     f"{_executed(p)} / {_executed(c)}", goal, status])
-    header = [label(k) for k in ("bench_col_step", "bench_col_prev_s", "bench_col_now_s",
-                                 "bench_col_ratio", "bench_col_cpu", "bench_col_exec_both",
-                                 "bench_col_goal", "bench_col_status")]
-    return _table(header, rows, "lrrrrrll")
+                     f"{_fmt(p['cpu_seconds'], '.0f')} → {_fmt(c['cpu_seconds'], '.0f')}",
+                     f"{_executed(p)} → {_executed(c)}", verdict])
+    header = [label(k) for k in ("bench_col_step", "bench_col_wall", "bench_col_ratio",
+                                 "bench_col_cpu", "bench_col_exec_both", "bench_col_goal")]
+    return _table(header, rows, "lrrrrl")
 
 
 def bench_machine_table(results):
