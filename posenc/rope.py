@@ -470,10 +470,11 @@ def _rotate_half_torch(x, cos, sin, r, tables=None):
     """Half layout: ``x1' = x1 cos - x2 sin``, ``x2' = x2 cos + x1 sin`` with ``x1 = x[..., :h]``.
 
     Without autograd the kernels write into one preallocated output (no ``cat`` and no
-    ``rotate_half`` temporaries): on the CPU, block by block while the block is in cache,
-    ``out1 = x1 * cos``, ``out1 -= x2 * sin``, ``out2 = x2 * cos``, ``out2 += x1 * sin``
-    (the ``out=`` path, :func:`_rotate_into`); elsewhere ``out = x * cos`` over both
-    halves at once, then the two ``addcmul_`` in place.
+    ``rotate_half`` temporaries).  On the CPU they are those of the ``out=`` path
+    (:func:`_rotate_into`), block by block while the block is in cache: given the cached
+    ``tables`` (:class:`_HalfTables`), two kernels over the whole width after swapping
+    the halves into a scratch; given a bare ``(cos, sin)``, two per half.  Elsewhere
+    ``out = x * cos`` over both halves at once, then the two ``addcmul_`` in place.
     """
     import torch
 

@@ -517,7 +517,8 @@ def bench_rope_table(results, case_id="fp32_2048"):
     ----------
     results : dict
     case_id : str
-        ``"fp32_2048"``, ``"fp32_16384"`` or ``"bf16_2048"``.
+        The id of one of ``results["rope"]``: ``"fp32_2048"``, ``"fp32_16384"``,
+        ``"bf16_2048"`` or ``"bf16_16384"``.
 
     Returns
     -------
