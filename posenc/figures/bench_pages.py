@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ._results import read_results
 from ._style import LABELS, add_labels, get_language, label, new_figure
+from ._tables import MarkdownTable  # re-exported: posenc.figures.MarkdownTable
 
 __all__ = [
     "load_bench_results",
@@ -171,20 +172,6 @@ _ORDER = ("clone", "copy_into", "posenc_half", "posenc_interleaved", "posenc_hal
           "compiled_interleaved")
 _KIND_COLOR = {"floor": "#7f7f7f", "posenc": "#1f77b4", "peer": "#d62728",
                "prototype": "#2ca02c", "compiled": "#9467bd", "posenc_into": "#17becf"}
-
-
-class MarkdownTable(str):
-    """A Markdown table that notebooks (and MyST-NB) display as a table.
-
-    Examples
-    --------
-    >>> t = MarkdownTable("| a |\\n| --- |\\n| 1 |\\n")
-    >>> t._repr_markdown_() == t
-    True
-    """
-
-    def _repr_markdown_(self):
-        return str(self)
 
 
 def load_bench_results(path=None):

@@ -14,7 +14,7 @@ from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator, ScalarFo
 
 from ._results import read_results
 from ._style import add_labels, label, new_figure
-from .bench_pages import MarkdownTable
+from ._tables import MarkdownTable
 
 __all__ = [
     "load_experiment_results",

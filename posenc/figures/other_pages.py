@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._style import add_labels, label, new_figure
-from .rope_pages import BookTable
+from ._tables import BookTable
 
 __all__ = ["t5_bucket_figure", "nope_readout_figure", "other_taxonomy_table"]
 
