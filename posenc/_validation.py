@@ -16,6 +16,9 @@ Rules, in one place:
   be ``>= 1`` and the wavelengths would not spread out; ``base == 1`` makes every pair
   identical);
 * ``layout`` is one of :data:`LAYOUTS`;
+* flags (``causal``, ``interleaved``, ``antialias``, ...) are ``True`` or ``False``: a
+  Python ``bool`` or a NumPy ``bool_``, never a truthy stand-in (``"false"`` is a
+  non-empty string, so ``bool("false")`` is ``True``; ``0``/``1`` are refused too);
 * ``positions`` are integers (any integer dtype; negative values are allowed, since a
   rotation by a negative angle is as well defined as by a positive one) that fit in
   int64 (larger ones are refused, not wrapped), with one entry per sequence position.
@@ -38,6 +41,31 @@ def _is_integer(value) -> bool:
     return isinstance(value, (numbers.Integral, np.integer)) and not isinstance(
         value, (bool, np.bool_)
     )
+
+
+def check_bool(value: object, name: str) -> bool:
+    """Return ``value`` as a ``bool`` if it is a Python ``bool`` or a NumPy ``bool_``.
+
+    Raises
+    ------
+    TypeError
+        For anything else (strings such as ``"false"``, integers, None, tensors), naming
+        the argument.
+
+    Examples
+    --------
+    >>> check_bool(np.bool_(True), "causal")
+    True
+    >>> check_bool("false", "interleaved")
+    Traceback (most recent call last):
+    ...
+    TypeError: interleaved must be True or False, got str 'false'
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(
+            f"{name} must be True or False, got {type(value).__name__} {value!r}"
+        )
+    return bool(value)
 
 
 def check_count(value, name: str, *, minimum: int = 0) -> int:

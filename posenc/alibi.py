@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import check_count
+from ._validation import check_bool, check_count
 
 __all__ = ["alibi_slopes", "alibi_bias"]
 
@@ -146,8 +146,7 @@ def alibi_bias(n_positions, n_heads, *, causal=True):
     """
     n = check_count(n_positions, "n_positions")
     slopes = alibi_slopes(n_heads)
-    if not isinstance(causal, (bool, np.bool_)):
-        raise TypeError(f"causal must be True or False, got {type(causal).__name__} {causal!r}")
+    causal = check_bool(causal, "causal")
     pos = np.arange(n)
     behind = pos[:, None] - pos[None, :]  # i - j: how far key j lies behind query i
     if causal:

@@ -27,14 +27,23 @@ import numbers
 
 import numpy as np
 
-from ._validation import check_base, check_count, check_d_model, check_layout, check_positions
+from ._validation import (
+    check_base,
+    check_bool,
+    check_count,
+    check_d_model,
+    check_layout,
+    check_positions,
+    check_positions_tensor,
+)
 from .rope import (
     _compute_dtype,
     _functional_mode,
+    _inv_freq_tensor,
     _is_tensor,
+    _rotate_eager,
     _rotate_functional,
     _rotate_half_torch,
-    _rotate_tensor,
     rotate_pairs,
 )
 from .sinusoidal import inverse_frequencies
@@ -228,6 +237,7 @@ def resample_position_grid(table, old_size, new_size, *, num_prefix_tokens=0,
     h, w = _check_size(old_size, "old_size")
     h2, w2 = _check_size(new_size, "new_size")
     n_prefix = check_count(num_prefix_tokens, "num_prefix_tokens")
+    antialias = check_bool(antialias, "antialias")
     is_tensor = _is_tensor(table)
     if is_tensor:
         if not table.is_floating_point():
@@ -250,7 +260,7 @@ def resample_position_grid(table, old_size, new_size, *, num_prefix_tokens=0,
     compute = grid if grid.dtype == torch.float64 else grid.float()
     image = compute.reshape(1, h, w, d).permute(0, 3, 1, 2)  # (1, d, H, W)
     resized = F.interpolate(image, size=(h2, w2), mode="bicubic", align_corners=False,
-                            antialias=bool(antialias))
+                            antialias=antialias)
     out = resized.permute(0, 2, 3, 1).reshape(h2 * w2, d).to(t.dtype)
     out = torch.cat([prefix, out], dim=0)
     return out if is_tensor else out.numpy()
@@ -338,22 +348,45 @@ def apply_rope_2d(x, rows, cols, *, base=10000.0, layout="interleaved"):
             f"the rows, half for the columns), got {d}"
         )
     seq = shape[-2]
+    if tensor:
+        return _apply_rope_2d_torch(x, rows, cols, seq, d, b, layout)
     r = check_positions(rows, seq, "rows")
     c = check_positions(cols, seq, "cols")
-    angles = _axial_angles(r, c, d, b)
-    if not tensor:
-        out = rotate_pairs(arr, angles, layout=layout)
-        return out.astype(arr.dtype if arr.dtype.kind == "f" else np.float64, copy=False)
+    out = rotate_pairs(arr, _axial_angles(r, c, d, b), layout=layout)
+    return out.astype(arr.dtype if arr.dtype.kind == "f" else np.float64, copy=False)
+
+
+def _positions_tensor(pos, seq, name, device):
+    """Positions as a float64 tensor ``(seq,)`` on ``device``, by tensor operations only
+    for a tensor (checked by dtype and shape: traced and vmapped values are not read)."""
     import torch
 
+    if isinstance(pos, torch.Tensor):
+        check_positions_tensor(pos, seq, name)
+        if pos.is_meta and device.type != "meta":
+            raise ValueError(f"{name} is a meta tensor (it has no values) but x is not; pass "
+                             f"real {name}, or meta x for a shape-only pass")
+        return pos.to(device=device, dtype=torch.float64)
+    return torch.from_numpy(check_positions(pos, seq, name).astype(np.float64)).to(device)
+
+
+def _apply_rope_2d_torch(x, rows, cols, seq, d, base, layout):
+    """The tensor path of :func:`apply_rope_2d`: tensor operations only (no NumPy, no
+    value read), so that ``torch.compile(fullgraph=True)``, ``torch.export`` and
+    ``torch.func`` transforms (``vmap`` over per-sample rows and columns included) see
+    the whole computation; the eager fast kernels when no transform is active."""
+    import torch
+
+    r = _positions_tensor(rows, seq, "rows", x.device)
+    c = _positions_tensor(cols, seq, "cols", x.device)
+    omega = _inv_freq_tensor(d // 2, base).to(x.device)  # base ** (-i / (d / 4))
+    angles = torch.cat((c[:, None] * omega, r[:, None] * omega), dim=-1)  # float64
     compute = _compute_dtype(x.dtype)
-    if layout == "interleaved":
-        cdtype = torch.complex64 if compute == torch.float32 else torch.complex128
-        tables = torch.from_numpy(np.cos(angles) + 1j * np.sin(angles)).to(x.device, cdtype)
-    else:
-        tables = (torch.from_numpy(np.cos(angles)).to(x.device, compute),
-                  torch.from_numpy(np.sin(angles)).to(x.device, compute))
-    return _rotate_tensor(x, tables, d, layout)
+    cos, sin = angles.cos().to(compute), angles.sin().to(compute)
+    if _functional_mode(x):
+        return _rotate_functional(x, cos, sin, d, layout)
+    tables = torch.complex(cos, sin) if layout == "interleaved" else (cos, sin)
+    return _rotate_eager(x, tables, d, layout)
 
 
 # --------------------------------------------------------------------------------------
@@ -428,6 +461,7 @@ def mrope_pair_components(mrope_section, *, interleaved=False):
     >>> mrope_pair_components([4, 2, 2], interleaved=True).tolist()
     [0, 1, 2, 0, 1, 2, 0, 0]
     """
+    interleaved = check_bool(interleaved, "interleaved")
     sec = _check_sections(mrope_section, interleaved=interleaved)
     n = sum(sec)
     if not interleaved:
@@ -579,34 +613,54 @@ def apply_mrope(x, position_ids, *, mrope_section, base=10000.0, interleaved=Fal
     if dim < 2 or dim % 2:
         raise ValueError(f"the last dimension of x (dim) must be a positive even number, "
                          f"got {dim}")
-    sec = _check_sections(mrope_section, dim // 2, interleaved=bool(interleaved))
+    interleaved = check_bool(interleaved, "interleaved")
+    sec = _check_sections(mrope_section, dim // 2, interleaved=interleaved)
     if isinstance(position_ids, torch.Tensor):
         if position_ids.dtype == torch.bool or position_ids.is_floating_point() \
                 or position_ids.is_complex():
             raise TypeError(f"position_ids must be integers, got dtype {position_ids.dtype}")
-        # Under torch.func transforms a tensor made inside the transform has no storage
-        # for .numpy(); the values themselves are still readable.
-        ids = (np.asarray(position_ids.tolist(), dtype=np.int64) if _functional_mode(x)
-               else position_ids.detach().to("cpu").numpy())
+        ids = position_ids
     else:
-        ids = np.asarray(position_ids)
-        if ids.dtype == np.bool_ or not np.issubdtype(ids.dtype, np.integer):
-            raise TypeError(f"position_ids must be integers, got dtype {ids.dtype}")
-    if ids.shape != (3, batch, seq):
+        arr = np.asarray(position_ids)
+        if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+            raise TypeError(f"position_ids must be integers, got dtype {arr.dtype}")
+        if arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.size \
+                and arr.max() > np.iinfo(np.int64).max:
+            raise ValueError("position_ids must fit in int64 (-2**63 <= m < 2**63), got "
+                             f"{int(arr.max())}")
+        ids = torch.from_numpy(arr.astype(np.int64, copy=False))
+    if tuple(ids.shape) != (3, batch, seq):
         raise ValueError(
             f"position_ids must have shape (3, batch, seq) = (3, {batch}, {seq}) (time, "
             f"height, width ids of every token of x), got {tuple(ids.shape)}"
         )
-    comp = mrope_pair_components(sec, interleaved=bool(interleaved))  # (dim/2,)
-    theta = inverse_frequencies(dim, b)
-    # ids[comp[i], b, s] for every pair i: (batch, seq, dim/2)
-    chosen = np.moveaxis(ids.astype(np.int64)[comp], 0, -1)
-    angles = chosen.astype(np.float64) * theta  # float64, (batch, seq, dim/2)
+    if ids.is_meta and not x.is_meta:
+        raise ValueError("position_ids is a meta tensor (it has no values) but x is not; "
+                         "pass real position_ids, or meta x for a shape-only pass")
+    # Tensor operations only from here (no NumPy, no value read): compile, export and
+    # vmap over per-sample ids see the whole computation.
+    comp = _pair_components_tensor(sec, interleaved, x.device)  # (dim/2,)
+    theta = _inv_freq_tensor(dim, b).to(x.device)
+    # ids[comp[i], b, s] for every pair i: (batch, seq, dim/2), angles in float64
+    chosen = ids.to(device=x.device, dtype=torch.float64).index_select(0, comp)
+    angles = chosen.movedim(0, -1) * theta
     compute = _compute_dtype(x.dtype)
-    cos = torch.from_numpy(np.cos(angles)).to(x.device, compute).unsqueeze(1)
-    sin = torch.from_numpy(np.sin(angles)).to(x.device, compute).unsqueeze(1)
+    cos = angles.cos().to(compute).unsqueeze(1)
+    sin = angles.sin().to(compute).unsqueeze(1)
     if _functional_mode(x):  # torch.func transforms, forward AD, compile, meta: no out= kernels
         return _rotate_functional(x, cos, sin, dim, "half")
     xc = x if x.dtype == compute else x.to(compute)
     out = _rotate_half_torch(xc, cos, sin, dim)
     return out if out.dtype == x.dtype else out.to(x.dtype)
+
+
+def _pair_components_tensor(sec, interleaved, device):
+    """:func:`mrope_pair_components` with tensor operations (int64, on ``device``)."""
+    import torch
+
+    j = torch.arange(sum(sec), device=device)
+    if not interleaved:
+        return (j >= sec[0]).long() + (j >= sec[0] + sec[1]).long()
+    height = (j % 3 == 1) & (j < 3 * sec[1])
+    width = (j % 3 == 2) & (j < 3 * sec[2])
+    return height.long() + 2 * width.long()

@@ -38,7 +38,7 @@ import math
 
 import numpy as np
 
-from ._validation import _is_integer, check_count
+from ._validation import _is_integer, check_bool, check_count
 
 __all__ = [
     "relative_positions",
@@ -46,12 +46,6 @@ __all__ = [
     "t5_relative_position_bucket",
     "t5_bucket_layout",
 ]
-
-
-def _check_bool(value, name):
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
-    return bool(value)
 
 
 def _check_offset(value, name="offset"):
@@ -90,7 +84,7 @@ def check_t5_buckets(num_buckets, max_distance, bidirectional):
     ValueError
         If a rule above is broken.
     """
-    bidirectional = _check_bool(bidirectional, "bidirectional")
+    bidirectional = check_bool(bidirectional, "bidirectional")
     num_buckets = check_count(num_buckets, "num_buckets", minimum=4 if bidirectional else 2)
     if num_buckets % 2:
         raise ValueError(f"num_buckets must be even, got {num_buckets}")

@@ -40,7 +40,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from ._validation import check_base, check_count, check_d_model, check_real
+from ._validation import check_base, check_bool, check_count, check_d_model, check_real
 from .sinusoidal import inverse_frequencies
 
 __all__ = ["rope_frequencies", "ROPE_FREQUENCY_FUNCTIONS", "ROPE_TYPES"]
@@ -255,8 +255,7 @@ def _yarn(dim, params, seq_len, max_position_embeddings):
     truncate = params.get("truncate", True)
     if truncate is None:
         truncate = True
-    if not isinstance(truncate, (bool, np.bool_)):
-        raise TypeError(f"{_key('truncate')} must be a bool, got {truncate!r}")
+    truncate = check_bool(truncate, _key("truncate"))
     attention_factor = _positive(params, "attention_factor")
     mscale = _nonnegative(params, "mscale")
     mscale_all_dim = _nonnegative(params, "mscale_all_dim")

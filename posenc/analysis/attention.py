@@ -23,7 +23,7 @@ import zlib
 
 import numpy as np
 
-from .._validation import check_count, check_d_model
+from .._validation import check_bool, check_count, check_d_model
 
 __all__ = ["softmax", "scaled_dot_product_attention", "SelfAttention", "token_embeddings"]
 
@@ -130,8 +130,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, causal=False, bias=None)
         raise ValueError(
             f"k and v must have the same number of tokens, got {k.shape[-2]} and {v.shape[-2]}"
         )
-    if not isinstance(causal, (bool, np.bool_)):
-        raise TypeError(f"causal must be True or False, got {type(causal).__name__} {causal!r}")
+    causal = check_bool(causal, "causal")
     if causal and q.shape[-2] != k.shape[-2]:
         raise ValueError(
             f"causal=True needs as many queries as keys, got {q.shape[-2]} queries and "

@@ -41,7 +41,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import check_count, check_d_model, check_real
+from .. import _language
+from .._validation import check_bool, check_count, check_d_model, check_real
 from .closest import closest_pair
 from ..naive import binary_encoding, index_encoding, normalized_index_encoding
 from ..sinusoidal import sinusoidal_encoding
@@ -81,6 +82,10 @@ class Verdict:
     score: float
     limit: float
     reason: str
+
+    def __post_init__(self) -> None:
+        # a NumPy bool_ from a comparison is stored as a Python bool; "no" is refused
+        object.__setattr__(self, "passed", check_bool(self.passed, "passed"))
 
     def __bool__(self) -> bool:
         return self.passed
@@ -583,9 +588,10 @@ def requirements_table(scores, language=None, show_scores=True):
     scores : dict
         The output of :func:`score_requirements`.
     language : {"en", "zh"}, optional
-        Language of the row and column names; by default the language of the book's
-        figures, :func:`posenc.figures.get_language` (so a page's one
-        ``set_language`` call sets both).
+        Language of the row and column names; by default the book's current language,
+        which :func:`posenc.figures.set_language` sets (so a page's one
+        ``set_language`` call sets both; the setting lives in ``posenc._language``,
+        below both packages, and needs no matplotlib).
     show_scores : bool, default True
         Whether to print the score after each mark.
 
@@ -606,12 +612,9 @@ def requirements_table(scores, language=None, show_scores=True):
     >>> print(requirements_table(scores, "en", show_scores=False).splitlines()[2])
     | Unique | ✓ |
     """
-    if language is None:
-        from ..figures import get_language
-
-        language = get_language()
-    if language not in ("en", "zh"):
-        raise ValueError(f"language must be 'en' or 'zh', got {language!r}")
+    language = _language.get_language() if language is None else _language.check_language(
+        language)
+    show_scores = check_bool(show_scores, "show_scores")
     col = 1 if language == "en" else 2
     unknown = [r for r in scores if r not in REQUIREMENTS]
     if unknown:

@@ -28,6 +28,8 @@ import io
 import matplotlib
 from matplotlib.figure import Figure
 
+from .. import _language
+
 __all__ = [
     "LANGUAGES",
     "LABELS",
@@ -44,7 +46,7 @@ __all__ = [
 ]
 
 #: The languages of the book.
-LANGUAGES = ("en", "zh")
+LANGUAGES = _language.LANGUAGES
 
 #: Figure dpi (fixed, so that pixel sizes do not depend on the machine's settings).
 DPI = 110
@@ -56,7 +58,7 @@ _METADATA = {
     "pdf": {"CreationDate": None, "ModDate": None, "Creator": None, "Producer": None},
 }
 
-_state = {"language": "en", "cjk_family": None}
+_state = {"cjk_family": None}
 
 #: Words in figures, ``{key: {"en": ..., "zh": ...}}``.  Figure modules add their own
 #: keys with :func:`add_labels`; a key must have both languages.
@@ -87,10 +89,7 @@ def set_language(language):
     >>> set_language("en"); label("position")
     'position $p$'
     """
-    if language not in LANGUAGES:
-        raise ValueError(f"language must be one of {', '.join(map(repr, LANGUAGES))}, "
-                         f"got {language!r}")
-    _state["language"] = language
+    _language.set_language(language)  # posenc._language: shared with posenc.analysis
     apply_style()
 
 
@@ -102,7 +101,7 @@ def get_language():
     >>> get_language() in LANGUAGES
     True
     """
-    return _state["language"]
+    return _language.get_language()
 
 
 def label(key, language=None):

@@ -25,7 +25,7 @@ import math
 import torch
 from torch import nn
 
-from .._validation import _is_integer, check_count
+from .._validation import _is_integer, check_bool, check_count
 from ..alibi import alibi_slopes
 from ..relative import check_t5_buckets
 
@@ -42,12 +42,6 @@ def _check_offset(value):
     if not _is_integer(value):
         raise TypeError(f"offset must be an integer, got {type(value).__name__} {value!r}")
     return int(value)
-
-
-def _check_bool(value, name):
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
-    return value
 
 
 def _check_sequence(x, d_model, name="x"):
@@ -290,7 +284,7 @@ class ShawRelativeAttention(nn.Module):
         self.max_relative_position = check_count(
             max_relative_position, "max_relative_position", minimum=1
         )
-        bias = _check_bool(bias, "bias")
+        bias = check_bool(bias, "bias")
         self.head_dim = self.d_model // self.num_heads
         self.q_proj = nn.Linear(self.d_model, self.d_model, bias=bias)
         self.k_proj = nn.Linear(self.d_model, self.d_model, bias=bias)
@@ -329,7 +323,7 @@ class ShawRelativeAttention(nn.Module):
         ``-inf``.
         """
         _check_sequence(x, self.d_model)
-        causal = _check_bool(causal, "causal")
+        causal = check_bool(causal, "causal")
         b, n, _ = x.shape
         q = self._heads(self.q_proj(x))
         k = self._heads(self.k_proj(x))
@@ -492,7 +486,7 @@ class ALiBiBias(nn.Module):
     def __init__(self, num_heads, *, causal=True):
         super().__init__()
         self.num_heads = check_count(num_heads, "num_heads", minimum=1)
-        self.causal = _check_bool(causal, "causal")
+        self.causal = check_bool(causal, "causal")
 
     def extra_repr(self):
         return f"num_heads={self.num_heads}, causal={self.causal}"

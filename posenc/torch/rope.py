@@ -47,6 +47,7 @@ from torch import nn
 
 from .._validation import (
     check_base,
+    check_bool,
     check_count,
     check_d_model,
     check_layout,
@@ -80,6 +81,35 @@ _FAST_POSITION_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torc
 
 def _next_pow2(n):
     return 1 << max(n - 1, 0).bit_length()
+
+
+_DYNAMIC_TRACED = (
+    "rope_type 'dynamic' cannot be traced into a graph (torch.export refuses it; "
+    "torch.compile falls back to eager Python here): its frequencies depend on the "
+    "values of the positions and on earlier calls (transformers' "
+    "dynamic_rope_update); use a static rope_type to export"
+)
+
+
+@torch.compiler.disable  # eager only: Dynamo cannot trace the functorch queries
+def _is_vmapped(t):
+    """Whether ``t`` is batched by ``torch.func.vmap`` at some level (under ``grad`` or
+    ``jvp`` wrappers too): its per-sample values cannot be read as Python numbers."""
+    from torch._C import _functorch
+
+    while True:
+        if _functorch.is_batchedtensor(t):
+            return True
+        if not _functorch.is_functorch_wrapped_tensor(t):
+            return False
+        t = _functorch.get_unwrapped(t)
+
+
+def _is_fake(t):
+    """Whether ``t`` is a ``FakeTensor`` (shape-only tracing, e.g. ``FakeTensorMode``)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(t, FakeTensor)
 
 
 class RotaryEmbedding(nn.Module):
@@ -210,9 +240,7 @@ class RotaryEmbedding(nn.Module):
     def __init__(self, dim, base=10000.0, layout="interleaved", max_seq_len=4096,
                  compiled=False, rope_parameters=None, max_position_embeddings=None):
         super().__init__()
-        if not isinstance(compiled, bool):
-            raise TypeError(f"compiled must be True or False, got {compiled!r}")
-        self.compiled = compiled
+        self.compiled = check_bool(compiled, "compiled")
         self.dim = check_d_model(dim, "dim", even=True)
         self.base = check_base(base)
         self.layout = check_layout(layout)
@@ -411,37 +439,44 @@ class RotaryEmbedding(nn.Module):
         return _rotate_eager(x, tables, self.dim, self.layout)
 
     def _functional_frequencies(self, positions, seq):
-        """The call's frequencies where the values of ``positions`` may not be read."""
+        """The call's frequencies where the values of ``positions`` may not be read.
+
+        ``"longrope"``: the long or the short set, picked with ``torch.where`` on
+        ``max(positions) + 1`` (a tensor operation), so that every sample of a
+        ``vmap`` over per-sample positions, and every call of a compiled or exported
+        graph, gets its own choice.  ``"dynamic"``: its frequencies depend on earlier
+        calls (one state per module), which a traced graph and a batch of per-sample
+        calls cannot have: a ``ValueError`` naming the rule, never a silent choice.
+        """
         if self.rope_type not in ("dynamic", "longrope"):
             return self._inv_freq
-        if not torch.compiler.is_compiling():
-            # torch.func transforms, forward AD, meta: eager Python, where the positions
-            # can be read unless batched or meta (then the current frequencies: the values
-            # of a shape-only pass do not matter)
-            current = self._dynamic_state[1] if self.rope_type == "dynamic" else self._inv_freq
-            if seq == 0:
-                return current
-            if positions is None:
-                return self._call_frequencies(seq)
-            try:
-                pos = positions if torch.is_tensor(positions) else torch.as_tensor(
-                    check_positions(positions, seq))
-                hi = int(pos.max())
-            except (RuntimeError, NotImplementedError):
-                return current
-            return self._call_frequencies(hi + 1)
-        if self.rope_type == "dynamic":
+        if self.rope_type == "dynamic" and torch.compiler.is_compiling():
+            raise ValueError(_DYNAMIC_TRACED)
+        if seq == 0:  # no position: the current frequencies, no call to record
+            return self._dynamic_state[1] if self.rope_type == "dynamic" else self._inv_freq
+        if positions is None:  # 0 .. seq - 1: the length is a shape, known here
+            return self._call_frequencies(seq)
+        pos = positions if torch.is_tensor(positions) else torch.from_numpy(
+            check_positions(positions, seq))
+        if self.rope_type == "longrope":
+            # transformers: the long factors once max(position) + 1 exceeds the original
+            # length; per sample under vmap, per call inside a graph
+            longer = pos.max() + 1 > self._long_after
+            return torch.where(longer, self._long_inv_freq.to(pos.device),
+                               self._inv_freq.to(pos.device))
+        if pos.is_meta or _is_fake(pos):
+            # a shape-only pass: no values, and no call to record in the state
+            return self._dynamic_state[1]
+        if _is_vmapped(pos):
             raise ValueError(
-                "rope_type 'dynamic' cannot be traced into a graph (torch.export refuses it; "
-                "torch.compile falls back to eager Python here): its frequencies depend on the "
-                "values of the positions and on earlier calls (transformers' "
-                "dynamic_rope_update); use a static rope_type to export"
+                "rope_type 'dynamic' cannot be vmapped over per-sample positions: its "
+                "frequencies depend on max(positions) + 1 and on the module's earlier calls "
+                "(transformers' dynamic_rope_update keeps one state per module, and one "
+                "batched call uses the largest position of the whole batch), so a batch of "
+                "per-sample calls has no defined result; pass the batch's positions "
+                "unbatched (shared by every sample), or loop over the samples"
             )
-        # longrope, traced: pick the long or short set inside the graph, as transformers
-        if positions is None:
-            return self._long_inv_freq if seq > self._long_after else self._inv_freq
-        seq_len = torch.as_tensor(positions).max() + 1
-        return torch.where(seq_len > self._long_after, self._long_inv_freq, self._inv_freq)
+        return self._call_frequencies(int(pos.max()) + 1)
 
     def _forward_functional(self, q, k, positions):
         """Traced, transformed or meta calls: cos and sin from the positions, no table."""
