@@ -14,17 +14,22 @@ languages is in :data:`LANGUAGES` below; everything else is shared.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 sys.path.insert(0, str(ROOT))
 
-# Where the site will be published; used for canonical/hreflang URLs, the sitemap and
-# Open Graph tags.  Links to these never load anything at read time.
-SITE_URL = "https://posenc.github.io/posenc/"
-REPO_URL = "https://github.com/posenc/posenc"
+# Where the site is published and the repository it is built from (canonical/hreflang
+# URLs, sitemap, Open Graph, the downloaded notebooks' links and install cell): set by
+# POSENC_REPO and POSENC_SITE_URL, see docs/_ext/posenc_urls.py.  Links to these never
+# load anything at read time.
+from posenc_urls import site_urls  # noqa: E402
+
+REPO_URL, SITE_URL = site_urls(os.environ)
 
 LANGUAGES = {
     "en": {
@@ -130,8 +135,24 @@ posenc_site_url = SITE_URL
 # published by .github/workflows/pages.yml to this branch as <lang>/<page>.ipynb, and the
 # install cell in each pins posenc to the commit that built the site.
 posenc_repo_url = REPO_URL
-posenc_repo_ref = os.environ.get("GITHUB_SHA", "main")
+
+
+def _commit() -> str:
+    """The commit being built: GITHUB_SHA in the workflow, else the checkout's HEAD."""
+    sha = os.environ.get("GITHUB_SHA")
+    if sha:
+        return sha
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "main"  # not a git checkout (an sdist): the newest commit
+
+
+posenc_repo_ref = _commit()
 posenc_notebooks_branch = "notebooks"
+# Each page's executed notebook and glue values, saved per language for the conversion.
+posenc_executed_root = str(BUILD_DIR / ".executed" / BOOK_LANG)
 
 # -- Bibliography ------------------------------------------------------------------
 bibtex_bibfiles = [str(ROOT / "docs" / "references.bib")]
@@ -173,6 +194,9 @@ html_theme_options = {
     "use_download_button": True,
     "use_issues_button": False,
     "home_page_in_toc": True,
+    # Without a default the theme's first script writes data-mode="" and its JavaScript
+    # logs "Got invalid theme mode" for a reader who never chose one.
+    "default_mode": "auto",
     "show_toc_level": 2,
     "article_header_end": ["lang-switch.html", "article-header-buttons.html"],
     "launch_buttons": {
@@ -201,6 +225,6 @@ ogp_custom_meta_tags = [
     *(f'<meta property="og:locale:alternate" content="{loc}" />'
       for code, loc in _OG_LOCALES.items() if code != BOOK_LANG),
 ]
-notfound_urls_prefix = f"/posenc/{BOOK_LANG}/"
+notfound_urls_prefix = f"{urlsplit(SITE_URL).path}{BOOK_LANG}/"
 
 suppress_warnings = ["mystnb.unknown_mime_type"]

@@ -448,3 +448,128 @@ def search(context, base: str, lang: str, query: str, timeout_ms: int = 20000) -
             "#search-results ul.search li a", "as => as.map(a => a.getAttribute('href'))")
     finally:
         page.close()
+
+
+# -- Reading at every width ------------------------------------------------------------
+
+WIDTHS = (390, 900, 1280)  # a phone, a tablet, a laptop
+NARROW = 992  # below this the theme shows the sidebars as dialogs
+
+OVERFLOW_JS = r"""
+() => {
+  // The page itself scrolls sideways when the document is wider than the viewport.
+  const doc = document.documentElement;
+  const extra = doc.scrollWidth - doc.clientWidth;
+  if (extra <= 0) return null;
+  // Name the widest culprits: elements whose right edge passes the viewport and whose
+  // parent's does not (the outermost thing that sticks out).
+  const w = doc.clientWidth, out = [];
+  for (const el of document.querySelectorAll("body *")) {
+    const r = el.getBoundingClientRect();
+    const p = el.parentElement.getBoundingClientRect();
+    if (r.width && r.right > w + 1 && p.right <= w + 1) {
+      out.push(`${el.tagName.toLowerCase()}.${[...el.classList].join(".")} (${Math.round(r.right)} px)`);
+    }
+  }
+  return {extra, culprits: out.slice(0, 4)};
+}
+"""
+
+
+def _opens(page, toggle_selector: str, dialog_id: str, link_selector: str) -> str | None:
+    """Click the visible toggle; the dialog must open showing links; Escape closes it.
+
+    Returns a problem or None.
+    """
+    toggle = page.locator(f"{toggle_selector}:visible")
+    if toggle.count() == 0:
+        return f"no visible {toggle_selector} button"
+    toggle.first.click()
+    try:
+        page.wait_for_function(f"document.getElementById('{dialog_id}')?.open === true",
+                               timeout=3000)
+    except Exception:
+        return f"clicking {toggle_selector} does not open #{dialog_id}"
+    links = page.locator(f"#{dialog_id} {link_selector}:visible").count()
+    if links == 0:
+        return f"#{dialog_id} opened without visible links ({link_selector})"
+    page.keyboard.press("Escape")
+    try:
+        page.wait_for_function(f"!document.getElementById('{dialog_id}').open", timeout=3000)
+    except Exception:
+        return f"Escape does not close #{dialog_id}"
+    return None
+
+
+def check_navigation(page, width: int) -> list[str]:
+    """The chapter list and the page contents open at this width."""
+    problems = []
+    if width < NARROW:
+        problem = _opens(page, ".primary-toggle", "pst-primary-sidebar-modal",
+                         "nav.bd-docs-nav a.reference")
+        if problem:
+            problems.append(f"chapter list at {width} px: {problem}")
+        has_toc = page.locator("#pst-secondary-sidebar nav.page-toc a").count() > 0
+        if has_toc:
+            problem = _opens(page, ".secondary-toggle", "pst-secondary-sidebar-modal",
+                             "nav.page-toc a")
+            if problem:
+                problems.append(f"page contents at {width} px: {problem}")
+    else:
+        # Wide: the chapter list is on screen, and the toggle hides and shows it again.
+        sidebar = page.locator("#pst-primary-sidebar nav.bd-docs-nav")
+        if not sidebar.is_visible():
+            problems.append(f"chapter list not shown at {width} px")
+        toggle = page.locator(".primary-toggle:visible")
+        if toggle.count() == 0:
+            problems.append(f"no visible sidebar toggle at {width} px")
+        else:
+            toggle.first.click()
+            page.wait_for_timeout(400)  # the sidebar slides out
+            hidden = not sidebar.is_visible()
+            toggle.first.click()
+            page.wait_for_timeout(400)
+            if not hidden or not sidebar.is_visible():
+                problems.append(f"the sidebar toggle does not hide and show the chapter list "
+                                f"at {width} px")
+    return problems
+
+
+def check_reading(context, base: str, lang: str, name: str, width: int,
+                  shots: Path | None = None) -> PageReport:
+    """Load a page at ``width`` px, light then dark: navigation, no sideways scroll."""
+    report = PageReport(lang, f"{name}@{width}")
+    start = time.perf_counter()
+    problems = report.problems
+    console = []
+    page = context.new_page()
+    page.set_viewport_size({"width": width, "height": 844 if width < NARROW else 900})
+    page.route("**/*", lambda r: r.abort()
+               if urlparse(r.request.url).hostname not in LOCAL_HOSTS else r.continue_())
+    page.on("console", lambda m: m.type == "error" and console.append(m.text))
+    page.on("pageerror", lambda e: console.append(f"uncaught: {e}"))
+    try:
+        page.goto(f"{base}/{lang}/{name}.html", wait_until="load")
+        page.evaluate(SETTLE_JS)
+        for mode in ("light", "dark"):
+            if mode == "dark":
+                page.evaluate("document.documentElement.dataset.theme = 'dark';"
+                              "document.documentElement.dataset.mode = 'dark'")
+            over = page.evaluate(OVERFLOW_JS)
+            if over:
+                problems.append(f"the page scrolls sideways by {over['extra']} px at {width} px "
+                                f"({mode}): {', '.join(over['culprits'])}")
+            if shots is not None:
+                target = shots / str(width) / mode / lang / f"{name}.png"
+                target.parent.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(target), full_page=False)
+            problems.extend(f"{p} ({mode})" for p in check_navigation(page, width))
+    except Exception as exc:
+        problems.append(f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+    finally:
+        page.close()
+    console = [c for c in console if "Failed to load resource" not in c]
+    if console:
+        problems.append(f"console errors at {width} px: {console[:3]}")
+    report.seconds = time.perf_counter() - start
+    return report

@@ -26,8 +26,10 @@ from pathlib import Path
 import pytest
 
 from browser_site import (
+    WIDTHS,
     chromium,
     check_page,
+    check_reading,
     discover_pages,
     new_context,
     require_site,
@@ -87,6 +89,17 @@ def test_page(lang, name, site, base, context, reports):
         pytest.fail(report.summary(), pytrace=False)
 
 
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize(("lang", "name"), PAGES, ids=[f"{lang}/{name}" for lang, name in PAGES])
+def test_reading(lang, name, width, site, base, context, reports):
+    """At a phone's, a tablet's and a laptop's width, light and dark: the chapter list and
+    the page contents open (sidebar dialogs below 992 px), the page never scrolls sideways."""
+    report = check_reading(context, base, lang, name, width, shots=screenshot_dir(site))
+    reports.append(report)
+    if report.problems:
+        pytest.fail(report.summary(), pytrace=False)
+
+
 @pytest.mark.parametrize(
     ("lang", "query"),
     [("zh", "位置编码"), ("zh", "旋转"), ("en", "rotary")],
@@ -124,6 +137,7 @@ BREAKAGE = """
   <img src="_images/opaque.png" alt="_images/opaque.png">
   <p><img class="dark-light" src="_images/clear.png" alt="a figure with a transparent background"></p>
   <div class="highlight"><pre>x = 1</pre></div>
+  <div style="width: 2000px">a line that does not wrap</div>
   <script src="https://cdn.example.com/analytics.js"></script>
   <script>console.error("broken on purpose");</script>
   <script>
@@ -136,6 +150,12 @@ BREAKAGE = """
     });
   </script>
 </div>
+"""
+
+
+DEAD_TOGGLES = """
+<header style="display: none"><button class="sidebar-toggle primary-toggle"></button>
+<button class="sidebar-toggle secondary-toggle"></button></header>
 """
 
 
@@ -156,7 +176,15 @@ def _broken_site(site: Path, tmp: Path) -> Path:
     html = re.sub(r'<script src="_static/copybutton\.js[^"]*"></script>', "", html)
     html, n = re.subn(r"(<article[^>]*>)", r"\1" + BREAKAGE.replace("\\", "\\\\"), html, count=1)
     assert n == 1, "no <article> in en/index.html"
+    # The bug of issue 21: a hidden header whose toggles come first, so the theme binds
+    # those and the visible ones do nothing.
+    html, n = re.subn(r"(<body[^>]*>)", r"\1" + DEAD_TOGGLES, html, count=1)
+    assert n == 1, "no <body> in en/index.html"
     (tmp / "en" / "broken.html").write_text(html, encoding="utf-8")
+    # The same bug on a chapter that has a contents list (the index has none).
+    html = (site / "en" / "rope.html").read_text(encoding="utf-8")
+    html = re.sub(r"(<body[^>]*>)", r"\1" + DEAD_TOGGLES, html, count=1)
+    (tmp / "en" / "broken-toc.html").write_text(html, encoding="utf-8")
     return tmp
 
 
@@ -174,6 +202,11 @@ EXPECTED_FAILURES = {
     "language switch target": "language switch went to /zh/index.html, expected /zh/broken.html",
     "language switch covered": "the language switch is hidden or covered",
 }
+EXPECTED_NARROW_FAILURES = {
+    "sideways scroll": "the page scrolls sideways by",
+    "dead chapter-list button": "chapter list at 390 px: clicking .primary-toggle does not open",
+    "dead contents button": "page contents at 390 px: clicking .secondary-toggle does not open",
+}
 
 
 def test_broken_page_fails(site, browser, tmp_path):
@@ -182,8 +215,14 @@ def test_broken_page_fails(site, browser, tmp_path):
     try:
         with serve(broken) as url:
             report = check_page(ctx, url, "en", "broken", shots=tmp_path / "shots")
+            narrow = check_reading(ctx, url, "en", "broken", 390)
+            narrow_toc = check_reading(ctx, url, "en", "broken-toc", 390)
     finally:
         ctx.close()
     text = "\n".join(report.problems)
     missed = [what for what, needle in EXPECTED_FAILURES.items() if needle not in text]
+    narrow_text = "\n".join(narrow.problems + narrow_toc.problems)
+    missed += [what for what, needle in EXPECTED_NARROW_FAILURES.items()
+               if needle not in narrow_text]
+    text += "\n" + narrow_text
     assert not missed, f"checks that did not fire: {missed}\nreported:\n{text}"
