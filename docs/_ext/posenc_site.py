@@ -8,10 +8,11 @@
   output) is reported as a warning, so ``-W`` fails the build at the line to fix:
   give it a caption, or ``:alt:`` on the ``{glue:figure}``.
 * **Each chapter as a notebook.**  The book theme offers ``_sources/<page>.ipynb`` in
-  its download menu for notebook pages (it copies MyST-NB's *executed* notebook there,
-  from a folder both languages share).  Here that file is replaced by the page's MyST
-  source converted with jupytext (nothing re-executed), with one cell in front that
-  installs ``posenc`` where it is missing (Colab, Binder, a fresh kernel).
+  its download menu for notebook pages (it copies MyST-NB's executed notebook there, from
+  a folder both languages share, with the MyST markup left in).  Here that file is
+  replaced by this language's executed notebook converted by ``posenc_notebook``: glued
+  numbers filled in, references and citations as links to the published pages, outputs
+  and figures in place, and an install cell first.
 * **Launch on Colab / Binder.**  Colab opens only ``.ipynb`` files from GitHub, and the
   pages are MyST Markdown, so the launch links point at the converted notebooks, which
   the Pages workflow (.github/workflows/pages.yml) publishes to the branch
@@ -30,27 +31,9 @@ from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
+import posenc_notebook
+
 logger = logging.getLogger(__name__)
-
-INSTALL_CELL = {
-    "en": (
-        "# This notebook is a chapter of the book \"{title}\" ({site}).\n"
-        "# Outside the book's own environment (Colab, Binder, a fresh kernel), install\n"
-        "# what the chapter imports first.  Glued numbers and figures ({{glue:...}} in the\n"
-        "# text cells) are shown only in the book; the code cells compute them here.\n"
-    ),
-    "zh": (
-        "# 本笔记本是《{title}》（{site}）中的一章。\n"
-        "# 如果不在本书自己的环境里运行（Colab、Binder 或新的内核），先安装本章用到的包。\n"
-        "# 文字单元里的 {{glue:...}} 数字和图只在书中显示；这里的代码单元会把它们算出来。\n"
-    ),
-}
-INSTALL_CODE = (
-    "import importlib.util\n"
-    "if importlib.util.find_spec(\"posenc\") is None or importlib.util.find_spec(\"myst_nb\") is None:\n"
-    "    %pip install --quiet \"posenc[figures,torch] @ git+{repo}@{ref}\" myst-nb\n"
-)
-
 
 # -- Alt text ------------------------------------------------------------------------
 
@@ -97,48 +80,10 @@ def is_notebook_page(app: Sphinx, pagename: str) -> bool:
     return "kernelspec" in app.env.metadata.get(pagename, {})
 
 
-def myst_to_notebook(source: Path, lang: str, title: str, site: str, repo: str, ref: str):
-    """The MyST-NB page ``source`` as an nbformat v4 notebook, with an install cell first."""
-    import jupytext
-    import nbformat
-
-    nb = jupytext.read(source, fmt="md:myst")
-    install = nbformat.v4.new_code_cell(
-        INSTALL_CELL.get(lang, INSTALL_CELL["en"]).format(title=title, site=site)
-        + INSTALL_CODE.format(repo=repo, ref=ref)
-    )
-    install.metadata["tags"] = ["posenc-install"]
-    # Right under the title, when the page opens with one.
-    first = nb.cells[0] if nb.cells else None
-    title_first = first is not None and first.cell_type == "markdown" and (
-        first.source.lstrip().startswith("# ")
-    )
-    nb.cells.insert(1 if title_first else 0, install)
-    kernelspec = dict(nb.metadata.get("kernelspec") or {})
-    kernelspec.setdefault("name", "python3")
-    kernelspec.setdefault("display_name", "Python 3")
-    kernelspec.setdefault("language", "python")
-    nb.metadata = {"kernelspec": kernelspec, "language_info": {"name": "python"}}
-    # Stable cell ids: the same source gives the same notebook, byte for byte.
-    for i, cell in enumerate(nb.cells):
-        cell["id"] = f"cell-{i}"
-    nbformat.validate(nb)
-    return nb
-
-
-def _write_notebook(app: Sphinx, pagename: str) -> str:
-    import nbformat
-
-    cfg = app.config
-    source = Path(app.env.doc2path(pagename))
-    nb = myst_to_notebook(
-        source, cfg.posenc_book_lang, cfg.html_title or cfg.project, cfg.posenc_site_url,
-        cfg.posenc_repo_url, cfg.posenc_repo_ref,
-    )
-    target = Path(app.outdir, "_sources", pagename + ".ipynb")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
-    return pagename + ".ipynb"
+def _data_files(app: Sphinx, pagename: str) -> list[str]:
+    """The committed data files (not Python sources) the page's execution read."""
+    deps = getattr(app.env, "posenc_deps", {}).get(pagename, {})
+    return sorted(f for f in deps if not f.endswith(".py"))
 
 
 def launch_urls(app: Sphinx, pagename: str) -> dict[str, str]:
@@ -160,7 +105,8 @@ def notebook_page_context(
     """After the theme's buttons (priority 501): our notebook, our launch links."""
     if doctree is None or not is_notebook_page(app, pagename):
         return
-    context["ipynb_source"] = _write_notebook(app, pagename)
+    context["ipynb_source"] = posenc_notebook.write_notebook(
+        app, pagename, _data_files(app, pagename))
     urls = launch_urls(app, pagename)
     for group in context.get("header_buttons", []):
         if group.get("label") != "launch-buttons":
@@ -226,8 +172,10 @@ def complete_sitemap(app: Sphinx, exception: Exception | None) -> None:
 
 def setup(app: Sphinx) -> dict:
     app.add_config_value("posenc_repo_url", "", "html")
-    app.add_config_value("posenc_repo_ref", "main", "html")
+    # Not a rebuild reason: the published site is always built afresh (pages.yml).
+    app.add_config_value("posenc_repo_ref", "main", "")
     app.add_config_value("posenc_notebooks_branch", "notebooks", "html")
+    posenc_notebook.setup(app)
     app.add_search_language(_chinese_search_language())
     app.connect("doctree-resolved", set_image_alt)
     app.connect("html-page-context", notebook_page_context, priority=502)
