@@ -1,7 +1,7 @@
 """Sessions for the book and the library.
 
     nox -s docs     build both languages, in parallel, into _build/html (execution cache on)
-    nox -s tests    pytest + a fresh docs build + doctests + browser tests
+    nox -s tests    pytest + `nox -s docs` in a fresh environment + doctests + browser tests
     nox -s doctest  the {doctest} blocks of both languages and posenc's docstrings
     nox -s bench    library and build benchmarks -> benchmarks/results.json and results.md
     nox -s experiments  small models trained per encoding -> experiments/results.json and .md
@@ -11,7 +11,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import nox
@@ -23,6 +26,9 @@ LANGS = ("en", "zh")
 CONSTRAINTS = ("-c", "requirements/constraints.txt")
 
 nox.options.sessions = ["docs"]
+# Reusing an environment keeps a second `nox -s docs` quick; tools/env_sync.py then
+# removes whatever the requirements no longer ask for, so a reused environment holds what a
+# fresh one would (CI always starts from fresh ones).
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 
@@ -30,6 +36,33 @@ nox.options.error_on_missing_interpreters = True
 def _install(session: nox.Session, requirements: str) -> None:
     session.install("-r", requirements, *CONSTRAINTS)
     session.install("--no-deps", "-e", ".")
+    session.run("python", "tools/env_sync.py", requirements)
+
+
+def _run_outside(session: nox.Session, *cmd: str) -> None:
+    """Run ``cmd`` with the environment nox was started in (session.run would put this
+    session's virtualenv first on PATH, and a kernel or a nested nox would find it)."""
+    session.log(" ".join(cmd))
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    if subprocess.run(cmd, cwd=ROOT, env=env).returncode != 0:
+        session.error(f"failed: {' '.join(cmd)}")
+
+
+def _nox_docs_fresh(session: nox.Session, *posargs: str) -> Path:
+    """Run the README's `nox -s docs` in a freshly created environment; its python.
+
+    The environment is made from requirements/docs.txt alone, next to this session's own
+    (the same --envdir), so a page that imports a test-only package fails here as it
+    would on a reader's machine.  The nested nox runs with the outer environment, not with
+    this session's virtualenv on PATH.
+    """
+    envdir = Path(session.virtualenv.location).parent
+    _run_outside(session, sys.executable, "-m", "nox", "--envdir", str(envdir),
+                 "--reuse-venv=no", "-s", "docs", "--", *posargs)
+    python = envdir / "docs" / "bin" / "python"
+    if not python.exists():
+        session.error(f"nox -s docs left no environment at {python.parent.parent}")
+    return python
 
 
 def _build_site(session: nox.Session, *extra: str, builder: str = "html") -> None:
@@ -51,17 +84,21 @@ def docs(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def tests(session: nox.Session) -> None:
-    """Everything CI checks: unit/property/parity tests, a forced build, doctests, browser."""
+    """Everything CI checks: unit/property/parity tests, the README's docs build in a fresh
+    environment, doctests, built-site and browser tests."""
     _install(session, "requirements/test.txt")
     session.run("pytest", "-m", "not build and not browser", "--doctest-modules", "posenc", "tests")
-    # A fresh build that executes every page: the execution cache and the memo are
-    # emptied first (the doctest builder after it then reuses those fresh outputs
-    # instead of executing again).
+    # The site, built the way the README builds it: `nox -s docs`, in an environment
+    # created afresh from requirements/docs.txt alone, executing every page (the execution
+    # cache and the memo are emptied first; the doctest builder after it then reuses those
+    # fresh outputs instead of executing again).
     shutil.rmtree(BUILD / ".jupyter_cache", ignore_errors=True)
     shutil.rmtree(BUILD / ".memo", ignore_errors=True)
-    _build_site(session, "-E")
-    _build_site(session, builder="doctest")
-    session.run("pytest", "-m", "build or browser", "tests")
+    docs_python = _nox_docs_fresh(session, "-E")
+    _run_outside(session, str(docs_python), "tools/build_site.py", "-b", "doctest")
+    # The built-site tests execute downloaded notebooks with that environment's kernel.
+    session.run("pytest", "-m", "build or browser", "tests",
+                env={"POSENC_DOCS_PYTHON": str(docs_python)})
 
 
 @nox.session(python="3.11")

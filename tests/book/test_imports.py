@@ -8,7 +8,8 @@ page importing a test-only package would still build there.  This test reads eve
 cell and ``{doctest}`` block of both trees, collects the modules they import, and checks
 that each one comes from the standard library, from posenc, or from a distribution in the
 dependency closure of ``docs.txt`` (walked through the installed distributions' metadata,
-with environment markers evaluated).
+with environment markers evaluated, by ``tools/env_sync.py``, which also prunes a reused
+nox environment to that closure).
 """
 
 from __future__ import annotations
@@ -16,16 +17,16 @@ from __future__ import annotations
 import ast
 import re
 import sys
-from functools import cache
 from importlib import metadata
 from pathlib import Path
 
 import pytest
-from packaging.markers import default_environment
-from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+from env_sync import closure, requirement_names  # noqa: E402  (tools/env_sync.py)
+
 DOCS_REQUIREMENTS = ROOT / "requirements" / "docs.txt"
 FENCE = re.compile(r"^(`{3,}|~{3,})\{(code-cell|doctest)\}")
 PROJECT = "posenc"
@@ -80,58 +81,6 @@ def book_imports() -> dict[str, list[str]]:
                 for mod in imported_modules(source):
                     where.setdefault(mod, []).append(f"docs/{lang}/{page.name}:{line}")
     return where
-
-
-def requirement_names(path: Path) -> set[str]:
-    """The distributions a pip requirements file names (following ``-r``)."""
-    names: set[str] = set()
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        if line.startswith(("-r ", "--requirement ")):
-            names |= requirement_names(path.parent / line.split(None, 1)[1])
-        elif line.startswith("-"):
-            continue  # -c constraints only pin; other options install nothing
-        else:
-            names.add(canonicalize_name(Requirement(line).name))
-    return names
-
-
-@cache
-def _requires(dist: str, extras: frozenset[str]) -> tuple[str, ...]:
-    try:
-        reqs = metadata.requires(dist) or []
-    except metadata.PackageNotFoundError:
-        raise AssertionError(
-            f"{dist} (needed by requirements/docs.txt) is not installed in the test "
-            "environment, so its dependencies cannot be walked"
-        ) from None
-    out = []
-    for text in reqs:
-        req = Requirement(text)
-        if req.marker is not None:
-            envs = [{**default_environment(), "extra": e} for e in (extras or {""})]
-            if not any(req.marker.evaluate(env) for env in envs):
-                continue
-        out.append(str(req))
-    return tuple(out)
-
-
-def closure(names: set[str]) -> set[str]:
-    """Every distribution that installing ``names`` installs (markers evaluated here)."""
-    seen: set[str] = set()
-    todo = [(n, frozenset()) for n in names]
-    while todo:
-        name, extras = todo.pop()
-        key = canonicalize_name(name)
-        if (key, extras) in seen:
-            continue
-        seen.add((key, extras))  # type: ignore[arg-type]
-        for text in _requires(key, extras):
-            req = Requirement(text)
-            todo.append((req.name, frozenset(req.extras)))
-    return {name for name, _ in seen}  # type: ignore[misc]
 
 
 def missing_imports(requirements: Path) -> dict[str, list[str]]:
