@@ -28,8 +28,11 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import cast
 
 import numpy as np
+
+from ._typing import Layout
 
 #: The two ways of pairing the dimensions of a vector for RoPE.
 #: ``"interleaved"``: pairs ``(2i, 2i+1)`` (RoFormer paper, Meta Llama, GPT-J);
@@ -151,7 +154,7 @@ def check_base(value, name: str = "base") -> float:
     return value
 
 
-def check_layout(value, name: str = "layout") -> str:
+def check_layout(value: object, name: str = "layout") -> Layout:
     """Return ``layout`` if it is one of :data:`LAYOUTS`.
 
     Raises
@@ -162,7 +165,7 @@ def check_layout(value, name: str = "layout") -> str:
     if not isinstance(value, str) or value not in LAYOUTS:
         allowed = ", ".join(repr(v) for v in LAYOUTS)
         raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
-    return value
+    return cast(Layout, value)
 
 
 def check_positions_tensor(positions, length: int, name: str = "positions") -> None:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._typing import FloatArray
 from ._validation import check_bool, check_count
 
 __all__ = ["alibi_slopes", "alibi_bias"]
@@ -47,7 +48,7 @@ def _power_of_two_slopes(n):
     return np.exp2(-8.0 * np.arange(1, n + 1, dtype=np.float64) / n)
 
 
-def alibi_slopes(n_heads):
+def alibi_slopes(n_heads: int) -> FloatArray:
     """The ALiBi slope :math:`m_h` of every head, in head order.
 
     For ``n_heads`` a power of two, :math:`m_h = 2^{-8h/n}` for ``h = 1..n_heads``.
@@ -96,7 +97,7 @@ def alibi_slopes(n_heads):
     return np.concatenate([slopes, extra])
 
 
-def alibi_bias(n_positions, n_heads, *, causal=True):
+def alibi_bias(n_positions: int, n_heads: int, *, causal: bool = True) -> FloatArray:
     """The ALiBi bias of every head, to be added to the scaled attention scores.
 
     ``bias[h, i, j] = -m_h * (i - j)`` for a query at ``i`` and a key at ``j <= i``, with

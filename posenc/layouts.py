@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._typing import ArrayLike, IntArray, Layout
 from ._validation import check_d_model, check_layout
 
 __all__ = ["layout_permutation", "invert_permutation"]
 
 
-def layout_permutation(d_model, source="half", target="interleaved"):
+def layout_permutation(d_model: int, source: Layout = "half", target: Layout = "interleaved") -> IntArray:
     """The index array ``perm`` that turns a ``source``-layout RoPE into a ``target`` one.
 
     For every ``x`` of shape ``(..., seq, d_model)`` and any positions:
@@ -93,7 +94,7 @@ def layout_permutation(d_model, source="half", target="interleaved"):
     return invert_permutation(half_to_interleaved)
 
 
-def invert_permutation(perm):
+def invert_permutation(perm: ArrayLike) -> IntArray:
     """The inverse of a permutation: ``inv[perm[j]] = j``, so ``x[perm][inv] == x``.
 
     Parameters

@@ -24,9 +24,12 @@ does not import it.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from ._typing import FloatArray, IntArray, Layout, Positions
 from ._validation import (
     check_base,
     check_bool,
@@ -37,6 +40,7 @@ from ._validation import (
     check_positions_tensor,
 )
 from .rope import (
+    ArrayT,
     _compute_dtype,
     _functional_mode,
     _inv_freq_tensor,
@@ -47,6 +51,9 @@ from .rope import (
     rotate_pairs,
 )
 from .sinusoidal import inverse_frequencies
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "grid_positions",
@@ -69,7 +76,7 @@ def _check_multiple_of_4(value, name):
     return d
 
 
-def grid_positions(height, width):
+def grid_positions(height: int, width: int) -> tuple[IntArray, IntArray]:
     """The (row, column) of every cell of a ``height x width`` grid, in raster order.
 
     Raster (row-major) order is the order of ViT's patch sequence: row 0 from left to
@@ -105,7 +112,7 @@ def grid_positions(height, width):
     return s // max(w, 1), s % max(w, 1)
 
 
-def sinusoidal_encoding_2d(height, width, d_model, base=10000.0):
+def sinusoidal_encoding_2d(height: int, width: int, d_model: int, base: float = 10000.0) -> FloatArray:
     r"""The fixed 2-D sine-cosine position table of MAE, for a ``height x width`` grid.
 
     Row ``s`` of the result encodes the patch at row ``r = s // width`` and column
@@ -181,8 +188,8 @@ def _check_size(value, name):
     return int(value[0]), int(value[1])
 
 
-def resample_position_grid(table, old_size, new_size, *, num_prefix_tokens=0,
-                           antialias=True):
+def resample_position_grid(table: ArrayT, old_size: tuple[int, int], new_size: tuple[int, int], *,
+                           num_prefix_tokens: int = 0, antialias: bool = True) -> ArrayT:
     """Resize a learned ViT position table to another grid, by bicubic interpolation.
 
     This is what timm's ``resample_abs_pos_embed`` does when a ViT is fine-tuned at a
@@ -240,9 +247,9 @@ def resample_position_grid(table, old_size, new_size, *, num_prefix_tokens=0,
     antialias = check_bool(antialias, "antialias")
     is_tensor = _is_tensor(table)
     if is_tensor:
-        if not table.is_floating_point():
-            raise TypeError(f"table must be a floating-point tensor, got dtype {table.dtype}")
-        t = table
+        t: torch.Tensor = cast(Any, table)
+        if not t.is_floating_point():
+            raise TypeError(f"table must be a floating-point tensor, got dtype {t.dtype}")
     else:
         arr = np.asarray(table)
         if arr.dtype == np.bool_ or arr.dtype.kind not in "fiu":
@@ -263,7 +270,7 @@ def resample_position_grid(table, old_size, new_size, *, num_prefix_tokens=0,
                             antialias=antialias)
     out = resized.permute(0, 2, 3, 1).reshape(h2 * w2, d).to(t.dtype)
     out = torch.cat([prefix, out], dim=0)
-    return out if is_tensor else out.numpy()
+    return cast(ArrayT, out if is_tensor else out.numpy())
 
 
 def _axial_angles(rows, cols, d, base):
@@ -275,7 +282,8 @@ def _axial_angles(rows, cols, d, base):
     )
 
 
-def apply_rope_2d(x, rows, cols, *, base=10000.0, layout="interleaved"):
+def apply_rope_2d(x: ArrayT, rows: Positions, cols: Positions, *, base: float = 10000.0,
+                  layout: Layout = "interleaved") -> ArrayT:
     r"""Axial 2-D RoPE: rotate half the pairs by the column and half by the row.
 
     ``x`` has ``d`` features, ``d / 2`` pairs (which features form pair ``j`` is the
@@ -331,9 +339,10 @@ def apply_rope_2d(x, rows, cols, *, base=10000.0, layout="interleaved"):
     layout = check_layout(layout)
     tensor = _is_tensor(x)
     if tensor:
-        if not x.is_floating_point():
-            raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
-        shape = tuple(x.shape)
+        xt: torch.Tensor = cast(Any, x)
+        if not xt.is_floating_point():
+            raise TypeError(f"x must be a floating-point tensor, got dtype {xt.dtype}")
+        shape = tuple(xt.shape)
     else:
         arr = np.asarray(x)
         if arr.dtype == np.bool_ or arr.dtype.kind not in "fiu":
@@ -349,11 +358,12 @@ def apply_rope_2d(x, rows, cols, *, base=10000.0, layout="interleaved"):
         )
     seq = shape[-2]
     if tensor:
-        return _apply_rope_2d_torch(x, rows, cols, seq, d, b, layout)
+        return cast(ArrayT, _apply_rope_2d_torch(xt, rows, cols, seq, d, b, layout))
     r = check_positions(rows, seq, "rows")
     c = check_positions(cols, seq, "cols")
     out = rotate_pairs(arr, _axial_angles(r, c, d, b), layout=layout)
-    return out.astype(arr.dtype if arr.dtype.kind == "f" else np.float64, copy=False)
+    return cast(ArrayT, out.astype(arr.dtype if arr.dtype.kind == "f" else np.float64,
+                                   copy=False))
 
 
 def _positions_tensor(pos, seq, name, device):
@@ -423,7 +433,7 @@ def _check_sections(mrope_section, n_pairs=None, *, interleaved=False):
     return sec
 
 
-def mrope_pair_components(mrope_section, *, interleaved=False):
+def mrope_pair_components(mrope_section: Sequence[int], *, interleaved: bool = False) -> IntArray:
     """Which position component (0 time, 1 height, 2 width) rotates each pair in M-RoPE.
 
     Qwen2-VL (``interleaved=False``) gives the pairs out in contiguous blocks: the first
@@ -473,7 +483,7 @@ def mrope_pair_components(mrope_section, *, interleaved=False):
     return comp
 
 
-def mrope_position_ids(segments, *, start=0):
+def mrope_position_ids(segments: Sequence[int | tuple[int, int]], *, start: int = 0) -> IntArray:
     """M-RoPE position ids ``(time, height, width)`` for a prompt of text and images.
 
     ``segments`` lists the parts of the prompt in order: an int ``n`` is a run of ``n``
@@ -544,7 +554,8 @@ def mrope_position_ids(segments, *, start=0):
     return np.concatenate(parts, axis=1)
 
 
-def apply_mrope(x, position_ids, *, mrope_section, base=10000.0, interleaved=False):
+def apply_mrope(x: torch.Tensor, position_ids: Positions, *, mrope_section: Sequence[int],
+                base: float = 10000.0, interleaved: bool = False) -> torch.Tensor:
     r"""Multimodal RoPE (M-RoPE) of Qwen2-VL, for queries or keys in the half layout.
 
     ``x`` has ``dim`` features and ``dim / 2`` pairs ``(i, i + dim/2)`` (the half layout

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._typing import FloatArray
 from ._validation import check_count, check_d_model
 
 __all__ = ["index_encoding", "normalized_index_encoding", "binary_encoding"]
 
 
-def index_encoding(n_positions, d_model):
+def index_encoding(n_positions: int, d_model: int) -> FloatArray:
     """The raw index: every column of row ``p`` holds ``p``.
 
     .. math:: \\mathrm{PE}[p, j] = p
@@ -64,7 +65,7 @@ def index_encoding(n_positions, d_model):
     return np.broadcast_to(np.arange(n, dtype=np.float64)[:, None], (n, d)).copy()
 
 
-def normalized_index_encoding(n_positions, d_model):
+def normalized_index_encoding(n_positions: int, d_model: int) -> FloatArray:
     """The index divided by the last index: every column of row ``p`` holds ``p / (n - 1)``.
 
     .. math:: \\mathrm{PE}[p, j] = \\frac{p}{n - 1}, \\qquad n = \\texttt{n\\_positions}
@@ -111,7 +112,7 @@ def normalized_index_encoding(n_positions, d_model):
     return np.broadcast_to(column[:, None], (n, d)).copy()
 
 
-def binary_encoding(n_positions, d_model):
+def binary_encoding(n_positions: int, d_model: int) -> FloatArray:
     """Bit ``j`` of ``p`` in column ``j``, least significant bit first.
 
     .. math:: \\mathrm{PE}[p, j] = \\left\\lfloor p / 2^{j} \\right\\rfloor \\bmod 2

@@ -38,6 +38,7 @@ import math
 
 import numpy as np
 
+from ._typing import ArrayLike, IntArray
 from ._validation import _is_integer, check_bool, check_count
 
 __all__ = [
@@ -100,7 +101,7 @@ def check_t5_buckets(num_buckets, max_distance, bidirectional):
     return num_buckets, max_distance, bidirectional
 
 
-def relative_positions(query_length, key_length, *, offset=0):
+def relative_positions(query_length: int, key_length: int, *, offset: int = 0) -> IntArray:
     """The offset ``j - (i + offset)`` of key ``j`` from query ``i``, for every pair.
 
     This is T5's ``memory_position - context_position``: queries sit at positions
@@ -141,7 +142,7 @@ def relative_positions(query_length, key_length, *, offset=0):
     return np.arange(k, dtype=np.int64)[None, :] - (np.arange(q, dtype=np.int64)[:, None] + offset)
 
 
-def shaw_relative_index(relative_position, max_relative_position):
+def shaw_relative_index(relative_position: ArrayLike, max_relative_position: int) -> IntArray:
     """Row of Shaw et al.'s relative table for each offset: ``clip(r, -k, k) + k``.
 
     Shaw et al. (2018) learn :math:`2k + 1` vectors :math:`w_{-k}, \\dots, w_k` and give
@@ -177,9 +178,8 @@ def shaw_relative_index(relative_position, max_relative_position):
     return np.clip(r, -k, k) + k
 
 
-def t5_relative_position_bucket(
-    relative_position, *, bidirectional=True, num_buckets=32, max_distance=128
-):
+def t5_relative_position_bucket(relative_position: ArrayLike, *, bidirectional: bool = True,
+                                num_buckets: int = 32, max_distance: int = 128) -> IntArray:
     """T5's bucket index for each offset ``j - i``.
 
     Equal to ``transformers``' ``T5Attention._relative_position_bucket`` (itself
@@ -246,7 +246,7 @@ def t5_relative_position_bucket(
     return buckets + np.where(is_small, distance, large)
 
 
-def t5_bucket_layout(*, bidirectional=True, num_buckets=32, max_distance=128):
+def t5_bucket_layout(*, bidirectional: bool = True, num_buckets: int = 32, max_distance: int = 128) -> IntArray:
     """Which distances each bucket of one side holds: ``(first, last)`` per bucket.
 
     For the side of keys at or before the query (distances ``r = i - j >= 0``), row ``b``

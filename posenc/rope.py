@@ -46,9 +46,12 @@ from __future__ import annotations
 import sys
 import threading
 from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
+from ._typing import ArrayLike, FloatArray, Layout, Positions
 from ._validation import (
     check_base,
     check_d_model,
@@ -60,6 +63,12 @@ from ._validation import (
 )
 from .sinusoidal import inverse_frequencies
 
+if TYPE_CHECKING:
+    import torch
+
+#: The kind of ``x`` (NumPy array or torch tensor) is the kind of the result.
+ArrayT = TypeVar("ArrayT", "npt.NDArray[np.floating]", "torch.Tensor")
+
 __all__ = [
     "rope_angles",
     "rope_rotation_matrix",
@@ -70,7 +79,7 @@ __all__ = [
 ]
 
 
-def rope_angles(positions, d_model, base=10000.0):
+def rope_angles(positions: int | Positions, d_model: int, base: float = 10000.0) -> FloatArray:
     """The rotation angles ``m * theta_i`` of RoPE, formed in float64.
 
     .. math:: \\phi[m, i] = m\\,\\theta_i, \\qquad \\theta_i = \\mathrm{base}^{-2i/d}
@@ -114,7 +123,7 @@ def rope_angles(positions, d_model, base=10000.0):
     if isinstance(positions, (int, np.integer)) and not isinstance(positions, bool):
         pos = np.arange(check_count(positions, "positions"), dtype=np.int64)
     else:
-        arr = np.asarray(positions) if not _is_tensor(positions) else positions
+        arr: Any = np.asarray(positions) if not _is_tensor(positions) else positions
         length = arr.shape[0] if getattr(arr, "ndim", 0) >= 1 else -1
         if length < 0:
             raise ValueError("positions must be an int or a 1-D array of integers")
@@ -122,7 +131,7 @@ def rope_angles(positions, d_model, base=10000.0):
     return pos.astype(np.float64)[:, None] * inverse_frequencies(d, b)[None, :]
 
 
-def rope_rotation_matrix(position, d_model, base=10000.0):
+def rope_rotation_matrix(position: int, d_model: int, base: float = 10000.0) -> FloatArray:
     """The ``d x d`` block-diagonal rotation ``R_m`` of RoPE (interleaved pairs).
 
     Block ``i`` (rows and columns ``2i, 2i+1``) is the rotation by ``m * theta_i``:
@@ -198,7 +207,7 @@ def _pair_slices(layout, r):
     return np.s_[..., 0:h], np.s_[..., h:r]
 
 
-def rotate_pairs(x, angles, *, layout="interleaved"):
+def rotate_pairs(x: ArrayLike, angles: ArrayLike, *, layout: Layout = "interleaved") -> npt.NDArray[np.floating]:
     """Rotate the pairs of features of ``x`` by given angles (NumPy, float64).
 
     The primitive under :func:`apply_rope`, exposed so that the book can rotate by
@@ -311,7 +320,7 @@ _cache_nbytes = 0
 _cache_lock = threading.Lock()
 
 
-def clear_rope_cache():
+def clear_rope_cache() -> None:
     """Empty the small LRU cache of cos/sin tables that :func:`apply_rope` keeps for tensors.
 
     :func:`apply_rope` caches, for each (positions, rotated width, base, dtype, device,
@@ -951,8 +960,9 @@ def _apply_rope_numpy_into(x, pos, base, layout, rotary_dim, out, name):
     return out
 
 
-def apply_rope(x, positions=None, *, base=10000.0, layout="interleaved", rotary_dim=None,
-               out=None):
+def apply_rope(x: ArrayT, positions: Positions | None = None, *, base: float = 10000.0,
+               layout: Layout = "interleaved", rotary_dim: int | None = None,
+               out: ArrayT | None = None) -> ArrayT:
     """Rotate the last dimension of ``x`` by RoPE, position by position.
 
     For every pair ``i`` of features and every sequence position ``s`` with position
@@ -1095,7 +1105,8 @@ def apply_rope(x, positions=None, *, base=10000.0, layout="interleaved", rotary_
     return _apply_rope_numpy(x, positions, b, layout, rotary_dim)
 
 
-def apply_rope_(x, positions=None, *, base=10000.0, layout="interleaved", rotary_dim=None):
+def apply_rope_(x: ArrayT, positions: Positions | None = None, *, base: float = 10000.0,
+                layout: Layout = "interleaved", rotary_dim: int | None = None) -> ArrayT:
     """Rotate ``x`` by RoPE in place and return it: ``apply_rope(x, ..., out=x)``.
 
     The same rotation as :func:`apply_rope`, written into ``x`` itself, so that no

@@ -37,9 +37,11 @@ import math
 import numbers
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
+from ._typing import FloatArray
 from ._validation import check_base, check_bool, check_count, check_d_model, check_real
 from .sinusoidal import inverse_frequencies
 
@@ -409,7 +411,8 @@ def _rope_type(params):
     return rope_type
 
 
-def rope_frequencies(dim, rope_parameters=None, *, seq_len=None, max_position_embeddings=None):
+def rope_frequencies(dim: int, rope_parameters: Mapping[str, Any] | None = None, *,
+                     seq_len: int | None = None, max_position_embeddings: int | None = None) -> tuple[FloatArray, float]:
     r"""Inverse frequencies and attention factor of RoPE for a transformers ``rope_parameters``.
 
     .. math::

@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._typing import FloatArray
 from ._validation import check_base, check_count, check_d_model, check_real
 
 __all__ = ["inverse_frequencies", "wavelengths", "sinusoidal_encoding", "shift_matrix"]
 
 
-def inverse_frequencies(d_model, base=10000.0):
+def inverse_frequencies(d_model: int, base: float = 10000.0) -> FloatArray:
     """Angular frequency of each pair of dimensions: ``base ** (-2i / d_model)``.
 
     .. math:: \\omega_i = \\mathrm{base}^{-2i/d}, \\qquad i = 0, 1, \\ldots, d/2 - 1
@@ -75,7 +76,7 @@ def inverse_frequencies(d_model, base=10000.0):
     return b ** (-two_i / d)
 
 
-def wavelengths(d_model, base=10000.0):
+def wavelengths(d_model: int, base: float = 10000.0) -> FloatArray:
     """Wavelength (in positions) of each pair: ``2 * pi / inverse_frequencies(...)``.
 
     .. math:: \\lambda_i = 2\\pi\\,\\mathrm{base}^{2i/d}
@@ -126,7 +127,7 @@ def _sinusoid_rows(positions, d, base):
     return out
 
 
-def sinusoidal_encoding(n_positions, d_model, base=10000.0):
+def sinusoidal_encoding(n_positions: int, d_model: int, base: float = 10000.0) -> FloatArray:
     """The sinusoidal encoding: ``sin`` in the even columns, ``cos`` in the odd ones.
 
     .. math::
@@ -182,7 +183,7 @@ def sinusoidal_encoding(n_positions, d_model, base=10000.0):
     return _sinusoid_rows(np.arange(n), d, b)
 
 
-def shift_matrix(k, d_model, base=10000.0):
+def shift_matrix(k: int, d_model: int, base: float = 10000.0) -> FloatArray:
     """The linear map ``T_k`` that shifts the encoding by ``k`` positions.
 
     For every position ``p``: ``PE[p + k] == T_k @ PE[p]``.  Pair ``i`` of ``PE[p]`` is

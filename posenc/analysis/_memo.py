@@ -88,12 +88,13 @@ import time
 import types
 from pathlib import Path
 
+import numpy as np
+
+fcntl: types.ModuleType | None
 try:  # POSIX; elsewhere two processes may both compute an entry (still never stale)
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None
-
-import numpy as np
 
 __all__ = ["ENV_VAR", "memoize", "memo_dir", "source_closure", "clear_source_cache"]
 
@@ -362,10 +363,14 @@ def source_closure(module: str) -> tuple[tuple[str, ...], str]:
         if name in seen:
             continue
         seen.add(name)
-        todo.extend(_imports(name, _module_path(name)) - seen)
+        path = _module_path(name)
+        assert path is not None  # _imports yields only posenc modules with a source file
+        todo.extend(_imports(name, path) - seen)
     digest = hashlib.sha256()
     for name in sorted(seen):
-        data = _module_path(name).read_bytes()
+        path = _module_path(name)
+        assert path is not None
+        data = path.read_bytes()
         digest.update(name.encode() + b"\0" + struct.pack("<Q", len(data)) + data)
     result = (tuple(sorted(seen)), digest.hexdigest())
     _closure_cache[module] = result

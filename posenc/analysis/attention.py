@@ -20,15 +20,17 @@ are reproducible; :func:`token_embeddings` gives each word a fixed random vector
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
 
 import numpy as np
 
+from .._typing import ArrayLike, FloatArray
 from .._validation import check_bool, check_count, check_d_model
 
 __all__ = ["softmax", "scaled_dot_product_attention", "SelfAttention", "token_embeddings"]
 
 
-def softmax(scores, axis=-1):
+def softmax(scores: ArrayLike, axis: int = -1) -> FloatArray:
     """Numerically stable softmax along ``axis`` (float64).
 
     Parameters
@@ -53,7 +55,8 @@ def softmax(scores, axis=-1):
     return e / e.sum(axis=axis, keepdims=True)
 
 
-def scaled_dot_product_attention(q, k, v, mask=None, *, causal=False, bias=None):
+def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, mask: ArrayLike | None = None,
+                                 *, causal: bool = False, bias: ArrayLike | None = None) -> tuple[FloatArray, FloatArray]:
     """``softmax(q k^T / sqrt(d_k) + bias) v``, returning the outputs and the weights.
 
     Parameters
@@ -206,7 +209,8 @@ class SelfAttention:
     True
     """
 
-    def __init__(self, d_model, d_k=None, d_v=None, *, seed=0):
+    def __init__(self, d_model: int, d_k: int | None = None, d_v: int | None = None, *,
+                 seed: int = 0) -> None:
         self.d_model = check_d_model(d_model)
         self.d_k = self.d_model if d_k is None else check_d_model(d_k, "d_k")
         self.d_v = self.d_model if d_v is None else check_d_model(d_v, "d_v")
@@ -223,7 +227,7 @@ class SelfAttention:
             f"seed={self.seed})"
         )
 
-    def __call__(self, x, mask=None, *, causal=False):
+    def __call__(self, x: ArrayLike, mask: ArrayLike | None = None, *, causal: bool = False) -> tuple[FloatArray, FloatArray]:
         """Attend over the rows of ``x``.
 
         Parameters
@@ -260,7 +264,7 @@ class SelfAttention:
                                             causal=causal)
 
 
-def token_embeddings(tokens, d_model, *, seed=0):
+def token_embeddings(tokens: Sequence[str], d_model: int, *, seed: int = 0) -> FloatArray:
     """A fixed random vector per token string: the same word always gets the same vector.
 
     Each vector is drawn from ``N(0, 1)`` by a generator seeded with ``seed`` and the

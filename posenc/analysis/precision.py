@@ -24,7 +24,9 @@ rounds like PyTorch's CPU float32 arithmetic) so that the book can measure its e
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
+from .._typing import FloatArray, Positions
 from .._validation import check_base, check_count, check_d_model, check_positions
 
 __all__ = ["rope_angles_float32", "angle_error", "INVERSE_FREQUENCY_FORMS",
@@ -47,7 +49,7 @@ def _positions_array(positions):
     return check_positions(arr, arr.shape[0])
 
 
-def rope_angles_float32(positions, d_model, base=10000.0):
+def rope_angles_float32(positions: int | Positions, d_model: int, base: float = 10000.0) -> npt.NDArray[np.float32]:
     """RoPE angles formed the usual float32 way (for precision studies only).
 
     Computes, entirely in float32,
@@ -95,7 +97,7 @@ def rope_angles_float32(positions, d_model, base=10000.0):
     return pos.astype(np.float32)[:, None] * inv_freq[None, :]
 
 
-def angle_error(positions, d_model, base=10000.0):
+def angle_error(positions: int | Positions, d_model: int, base: float = 10000.0) -> FloatArray:
     """Absolute error of the float32 angles against float64 ones, in radians.
 
     ``|rope_angles_float32(...) - rope_angles(...)|`` with the float32 values converted

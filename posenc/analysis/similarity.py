@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._typing import ArrayLike, FloatArray
 from .._validation import check_base, check_count, check_d_model
 
 __all__ = ["dot_products_by_offset", "sinusoidal_dot_product"]
 
 
-def dot_products_by_offset(encoding, position=0):
+def dot_products_by_offset(encoding: ArrayLike, position: int = 0) -> FloatArray:
     """``encoding[p] . encoding[p + k]`` for ``k = 0, 1, ..., n - 1 - p``.
 
     Parameters
@@ -77,7 +78,7 @@ def dot_products_by_offset(encoding, position=0):
     return enc[p:] @ enc[p]
 
 
-def sinusoidal_dot_product(offsets, d_model, base=10000.0):
+def sinusoidal_dot_product(offsets: ArrayLike, d_model: int, base: float = 10000.0) -> FloatArray:
     """Closed form of ``PE(p) . PE(p + k)`` for the sinusoidal encoding: ``sum_i cos(k w_i)``.
 
     .. math:: \\mathrm{PE}(p)\\cdot\\mathrm{PE}(p+k) = \\sum_{i=0}^{d/2-1}\\cos(k\\,\\omega_i)

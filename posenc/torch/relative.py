@@ -63,9 +63,8 @@ def _relative_positions(query_length, key_length, offset, device):
     return k - q
 
 
-def t5_relative_position_bucket_torch(
-    relative_position, *, bidirectional=True, num_buckets=32, max_distance=128
-):
+def t5_relative_position_bucket_torch(relative_position: torch.Tensor, *, bidirectional: bool = True,
+                                      num_buckets: int = 32, max_distance: int = 128) -> torch.Tensor:
     """:func:`posenc.t5_relative_position_bucket` for an integer tensor, on its device.
 
     Parameters
@@ -161,7 +160,7 @@ class LearnedPositionalEmbedding(nn.Module):
 there is no row for position 8
     """
 
-    def __init__(self, max_len, d_model, *, init_std=0.02):
+    def __init__(self, max_len: int, d_model: int, *, init_std: float = 0.02) -> None:
         super().__init__()
         self.max_len = check_count(max_len, "max_len", minimum=1)
         self.d_model = check_count(d_model, "d_model", minimum=1)
@@ -207,7 +206,7 @@ there is no row for position 8
                 raise self._range_error(lo, hi, lo if lo < 0 else hi)
         return self.embedding(positions.to(torch.long))
 
-    def forward(self, x, offset=0):
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """``x + table[offset : offset + seq]`` for ``x`` of shape ``(..., seq, d_model)``.
 
         ``offset`` is the position of the first token (the number of tokens already
@@ -272,7 +271,8 @@ class ShawRelativeAttention(nn.Module):
     torch.Size([7, 4])
     """
 
-    def __init__(self, d_model, num_heads, max_relative_position, *, bias=True):
+    def __init__(self, d_model: int, num_heads: int, max_relative_position: int, *,
+                 bias: bool = True) -> None:
         super().__init__()
         self.d_model = check_count(d_model, "d_model", minimum=1)
         self.num_heads = check_count(num_heads, "num_heads", minimum=1)
@@ -358,7 +358,8 @@ class ShawRelativeAttention(nn.Module):
             allowed = attn_mask if allowed is None else allowed & attn_mask
         return allowed
 
-    def forward(self, x, *, causal=False, attn_mask=None):
+    def forward(self, x: torch.Tensor, *, causal: bool = False,
+                attn_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Attend: ``x`` of shape ``(batch, seq, d_model)`` to the same shape.
 
         Parameters
@@ -414,7 +415,8 @@ class T5RelativePositionBias(nn.Module):
     torch.Size([1, 8, 1, 12])
     """
 
-    def __init__(self, num_heads, *, num_buckets=32, max_distance=128, bidirectional=True):
+    def __init__(self, num_heads: int, *, num_buckets: int = 32, max_distance: int = 128,
+                 bidirectional: bool = True) -> None:
         super().__init__()
         self.num_heads = check_count(num_heads, "num_heads", minimum=1)
         self.num_buckets, self.max_distance, self.bidirectional = check_t5_buckets(
@@ -446,7 +448,7 @@ class T5RelativePositionBias(nn.Module):
             max_distance=self.max_distance,
         )
 
-    def forward(self, query_length, key_length, offset=0):
+    def forward(self, query_length: int, key_length: int, offset: int = 0) -> torch.Tensor:
         """The bias, ``(1, num_heads, query_length, key_length)``.
 
         Queries sit at positions ``offset, offset + 1, ...`` (``offset`` = tokens already
@@ -483,7 +485,7 @@ class ALiBiBias(nn.Module):
             [-1.0000, -0.5000,  0.0000]])
     """
 
-    def __init__(self, num_heads, *, causal=True):
+    def __init__(self, num_heads: int, *, causal: bool = True) -> None:
         super().__init__()
         self.num_heads = check_count(num_heads, "num_heads", minimum=1)
         self.causal = check_bool(causal, "causal")
@@ -491,8 +493,8 @@ class ALiBiBias(nn.Module):
     def extra_repr(self):
         return f"num_heads={self.num_heads}, causal={self.causal}"
 
-    def forward(self, query_length, key_length, offset=0, *, device=None,
-                dtype=torch.float32):
+    def forward(self, query_length: int, key_length: int, offset: int = 0, *,
+                device: torch.device | str | None = None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """The bias for queries at ``offset, offset + 1, ...`` and keys at ``0, 1, ...``."""
         q = check_count(query_length, "query_length")
         k = check_count(key_length, "key_length")

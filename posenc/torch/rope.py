@@ -39,12 +39,14 @@ bfloat16 rotated in float32 block by block and rounded once) are unchanged.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from .._typing import Layout, Positions
 from .._validation import (
     check_base,
     check_bool,
@@ -237,8 +239,10 @@ class RotaryEmbedding(nn.Module):
     >>> q5, k5 = rope31(q, k, positions=torch.arange(9000, 9005))
     """
 
-    def __init__(self, dim, base=10000.0, layout="interleaved", max_seq_len=4096,
-                 compiled=False, rope_parameters=None, max_position_embeddings=None):
+    def __init__(self, dim: int, base: float = 10000.0, layout: Layout = "interleaved",
+                 max_seq_len: int = 4096, compiled: bool = False,
+                 rope_parameters: Mapping[str, Any] | None = None,
+                 max_position_embeddings: int | None = None) -> None:
         super().__init__()
         self.compiled = check_bool(compiled, "compiled")
         self.dim = check_d_model(dim, "dim", even=True)
@@ -495,7 +499,7 @@ class RotaryEmbedding(nn.Module):
             out.append(_rotate_functional(x, cos, sin, self.dim, self.layout))
         return tuple(out)
 
-    def forward(self, q, k, positions=None):
+    def forward(self, q: torch.Tensor, k: torch.Tensor, positions: Positions | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate ``q`` and ``k`` (shape ``(..., seq, dim)``) at the same positions.
 
         Parameters
@@ -567,7 +571,7 @@ def _rope_kernel_interleaved(x, cos, sin, r: int):
 
 # One compiled function per layout, so that each keeps its own (small) set of compiled
 # variants: dtypes, rotated widths, and static then dynamic sequence lengths.
-_COMPILED = {}
+_COMPILED: dict[str, Callable[..., torch.Tensor]] = {}
 
 
 def _compiled_kernel(layout):
@@ -578,8 +582,8 @@ def _compiled_kernel(layout):
     return fn
 
 
-def compiled_apply_rope(x, positions=None, *, base=10000.0, layout="interleaved",
-                        rotary_dim=None):
+def compiled_apply_rope(x: torch.Tensor, positions: Positions | None = None, *, base: float = 10000.0,
+                        layout: Layout = "interleaved", rotary_dim: int | None = None) -> torch.Tensor:
     """:func:`posenc.apply_rope` for tensors, as one kernel compiled by ``torch.compile``.
 
     Opt-in speed.  Eager PyTorch runs one kernel per operation: the interleaved layout

@@ -73,7 +73,8 @@ class SinusoidalPositionalEncoding(nn.Module):
     (torch.Size([1, 40, 8]), 64)
     """
 
-    def __init__(self, d_model, max_len=5000, base=10000.0, dropout=0.0):
+    def __init__(self, d_model: int, max_len: int = 5000, base: float = 10000.0,
+                 dropout: float = 0.0) -> None:
         super().__init__()
         self.d_model = check_d_model(d_model, even=True)
         self.base = check_base(base)
@@ -129,7 +130,7 @@ class SinusoidalPositionalEncoding(nn.Module):
             self._inv_freq.to(device)[None, :])
         return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``dropout(x + PE[:seq])`` for ``x`` of shape ``(batch, seq, d_model)``."""
         if not torch.is_tensor(x):
             raise TypeError(

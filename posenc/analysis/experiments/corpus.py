@@ -52,11 +52,14 @@ def load_corpus(package: str = PACKAGE) -> Corpus:
     import importlib.metadata
 
     module = importlib.import_module(package)
+    if module.__file__ is None:
+        raise ValueError(f"package {package!r} has no source files (a namespace package)")
     root = Path(module.__file__).resolve().parent
     files = sorted(root.rglob("*.py"), key=lambda p: p.relative_to(root).as_posix())
     if len(files) < EVAL_EVERY:
         raise ValueError(f"package {package!r} has too few source files ({len(files)})")
-    train_parts, eval_parts = [], []
+    train_parts: list[bytes] = []
+    eval_parts: list[bytes] = []
     for i, path in enumerate(files):
         (eval_parts if i % EVAL_EVERY == EVAL_EVERY - 1 else train_parts).append(path.read_bytes())
     train_b, eval_b = b"\n".join(train_parts), b"\n".join(eval_parts)

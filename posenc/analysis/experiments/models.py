@@ -101,10 +101,11 @@ class TinyDecoder(nn.Module):
         self.embed = nn.Embedding(cfg.vocab, d)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(d)
+        self.position: pt.LearnedPositionalEmbedding | pt.SinusoidalPositionalEncoding | None
         self.position = None
-        self.rope = None
-        self.t5 = None
-        self.alibi = None
+        self.rope: pt.RotaryEmbedding | None = None
+        self.t5: pt.T5RelativePositionBias | None = None
+        self.alibi: pt.ALiBiBias | None = None
         if cfg.encoding == "learned":
             self.position = pt.LearnedPositionalEmbedding(cfg.train_length, d)
         elif cfg.encoding == "sinusoidal":
@@ -141,9 +142,9 @@ class TinyDecoder(nn.Module):
         )
 
     def _bias(self, t: int, device) -> torch.Tensor | None:
-        if self.cfg.encoding == "alibi":
+        if self.alibi is not None:
             return self.alibi(t, t, device=device)[0]
-        if self.cfg.encoding == "t5":
+        if self.t5 is not None:
             return self.t5(t, t)[0] + _causal_mask(t, device)
         return None
 

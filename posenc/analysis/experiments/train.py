@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ...torch.relative import LearnedPositionalEmbedding
 from .corpus import Corpus, eval_windows, lm_batch
 from .models import ModelConfig, TinyDecoder, sequence_loss
 from .tasks import copy_accuracy, copy_batch
@@ -91,7 +92,10 @@ def train_lm(cfg: ModelConfig, corpus: Corpus, *, steps: int, batch: int, lr: fl
 def _can_read(model: TinyDecoder, length: int) -> bool:
     """Whether the model has a position for every one of ``length`` input tokens: a learned
     table has no row past its last (its module would raise), every other encoding does."""
-    return model.cfg.encoding != "learned" or length <= model.position.max_len
+    position = model.position
+    if isinstance(position, LearnedPositionalEmbedding):
+        return length <= position.max_len
+    return True
 
 
 @torch.no_grad()
@@ -104,7 +108,7 @@ def eval_lm(model: TinyDecoder, corpus: Corpus, lengths, *, tokens_per_length: i
     every predicted token.  A learned table cannot be read past its last row: that length
     gets ``None``, not a number (any error raised while evaluating propagates).
     """
-    out = {}
+    out: dict[int, float | None] = {}
     for length in lengths:
         windows = eval_windows(corpus.eval, length, max(1, tokens_per_length // length))
         if not _can_read(model, length):
