@@ -148,6 +148,11 @@ def serve(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def lint(session: nox.Session) -> None:
-    """Static checks."""
+    """Static checks: ruff, and mypy on posenc/ (pinned; also in requirements/test.txt,
+    so that nox -s tests runs it too: tests/package/test_typing.py)."""
     session.install("ruff==0.14.0")
     session.run("ruff", "check", "posenc", "tests", "conf.py", "noxfile.py", "docs/_ext")
+    # mypy reads the pinned numpy and torch of the test environment for their types
+    _install(session, "requirements/test.txt")
+    session.install("mypy==2.4.1", *CONSTRAINTS)
+    session.run("mypy")  # [tool.mypy] in pyproject.toml: files = posenc

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._typing import ArrayLike
 from .._validation import check_count
 
 __all__ = ["ClosestPair", "closest_pair", "min_pairwise_distance"]
@@ -35,7 +36,7 @@ class ClosestPair(NamedTuple):
     j: int
 
 
-def closest_pair(encoding, *, chunk_size=1024):
+def closest_pair(encoding: ArrayLike, *, chunk_size: int = 1024) -> ClosestPair:
     """The two positions whose encodings are closest, and their distance.
 
     Parameters
@@ -93,7 +94,7 @@ def closest_pair(encoding, *, chunk_size=1024):
     return ClosestPair(distance, int(i), int(j))
 
 
-def min_pairwise_distance(encoding, *, chunk_size=1024):
+def min_pairwise_distance(encoding: ArrayLike, *, chunk_size: int = 1024) -> float:
     """The smallest distance between two rows of ``encoding``: ``closest_pair(...).distance``.
 
     Parameters

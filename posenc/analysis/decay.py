@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._typing import ArrayLike, FloatArray
 from .._validation import check_base, check_d_model
 
 __all__ = ["rope_decay_bound"]
 
 
-def rope_decay_bound(distances, d_model, base=10000.0):
+def rope_decay_bound(distances: ArrayLike, d_model: int, base: float = 10000.0) -> FloatArray:
     """The RoFormer long-term decay curve ``B(r) = (1/(d/2)) sum_j |S_j|``.
 
     .. math:: B(r) = \\frac{2}{d}\\sum_{j=1}^{d/2}\\Big|\\sum_{l=0}^{j-1} e^{i r\\theta_l}\\Big|,

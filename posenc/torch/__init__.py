@@ -8,7 +8,19 @@ and a model saved with one ``max_len`` loads into one built with another).
 
 One submodule per encoding (:mod:`posenc.torch.sinusoidal`, :mod:`posenc.torch.rope`, ...);
 every public name is importable from :mod:`posenc.torch` itself.
+
+Without PyTorch installed, importing this package raises an ``ImportError`` that says
+how to get it (``pip install 'posenc[torch]'``); the rest of :mod:`posenc` works with
+NumPy alone.
 """
+
+try:
+    import torch as _torch  # noqa: F401
+except ImportError as _error:  # pragma: no cover - tested in a venv without torch
+    raise ImportError(
+        "posenc.torch needs PyTorch, which is not installed: pip install 'posenc[torch]' "
+        "(the rest of posenc works with NumPy alone)"
+    ) from _error
 
 from .relative import (
     ALiBiBias,
