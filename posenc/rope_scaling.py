@@ -24,11 +24,18 @@ dynamic      NTK-aware base change for the current length (bloc97, emozilla 2023
 yarn         ramp between extrapolation and interpolation + temperature (Peng et al. 2023)
 longrope     one searched factor per pair, short/long sets (Ding et al. 2024)
 llama3       piecewise by wavelength: untouched / smooth / divided (Meta Llama 3.1)
+proportional partial rotary with the full head's spacing, zeros for the rest (Gemma 4)
 ===========  ===========================================================================
 
-``dim`` is always the number of *rotated* features (``int(head_dim *
-partial_rotary_factor)`` in transformers' terms); the ``partial_rotary_factor`` key is
-accepted so that a config can be passed as is, and is not applied again.
+``dim`` is the number of *rotated* features (``int(head_dim * partial_rotary_factor)``
+in transformers' terms) for every type but ``"proportional"``: there the
+``partial_rotary_factor`` key is accepted so that a config can be passed as is, and is
+not applied again.  ``"proportional"`` is the exception, as in transformers: ``dim`` is
+the whole head, and ``partial_rotary_factor`` picks how many of its pairs turn.
+
+A config whose ``rope_parameters`` is keyed by layer type (Gemma 3 and 4:
+``{"sliding_attention": {...}, "full_attention": {...}}``) is passed as is with
+``layer_type=`` naming the entry to use.
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ from ._typing import FloatArray
 from ._validation import check_base, check_bool, check_count, check_d_model, check_real
 from .sinusoidal import inverse_frequencies
 
-__all__ = ["rope_frequencies", "ROPE_FREQUENCY_FUNCTIONS", "ROPE_TYPES"]
+__all__ = ["rope_frequencies", "is_per_layer_type", "ROPE_FREQUENCY_FUNCTIONS", "ROPE_TYPES"]
 
 #: Keys every rope_type accepts (``type`` is the old name of ``rope_type``).
 _COMMON_KEYS = frozenset({"rope_type", "type", "rope_theta", "partial_rotary_factor"})
@@ -79,6 +86,7 @@ _TYPE_KEYS = {
     "llama3": frozenset(
         {"factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"}
     ),
+    "proportional": frozenset({"factor"}),
 }
 
 
@@ -356,6 +364,36 @@ def _llama3(dim, params, seq_len, max_position_embeddings):
     return np.where(medium, smooth, out), 1.0
 
 
+def _proportional(dim, params, seq_len, max_position_embeddings):
+    r"""Proportional RoPE (Gemma 4's full-attention layers): a partial rotary that keeps
+    the whole head's frequency spacing.
+
+    With :math:`d` = ``dim`` the *whole* head, :math:`p` = ``partial_rotary_factor``
+    (default 1) and :math:`r = \lfloor p d / 2 \rfloor` rotated pairs:
+
+    .. math::
+
+       \theta_i' = \begin{cases}
+       \mathrm{base}^{-2i/d} / s & i < r \\
+       0 & r \le i < d/2
+       \end{cases}
+
+    with :math:`s` = ``factor`` (default 1).  Unlike a partial rotary of width
+    :math:`pd` (exponent :math:`2i/(pd)`, which spreads the same base over fewer pairs),
+    the rotated pairs are the *fastest* :math:`r` pairs of a full-width RoPE, and the
+    remaining pairs have frequency 0: they do not turn at all (no position information),
+    while keeping cos/sin tables the width of the head.
+    """
+    factor = _positive(params, "factor", 1.0)
+    fraction = params.get("partial_rotary_factor")
+    fraction = 1.0 if fraction is None else fraction
+    rotated = int(fraction * dim // 2)  # transformers' int(rope_proportion * head_dim // 2)
+    theta = params["rope_theta"] ** (-np.arange(0, 2 * rotated, 2, dtype=np.float64) / dim)
+    inv_freq = np.zeros(dim // 2, dtype=np.float64)
+    inv_freq[:rotated] = theta
+    return inv_freq / factor, 1.0
+
+
 class _Registry(Mapping):
     """A read-only mapping with a stable repr (no function addresses in the docs)."""
 
@@ -386,6 +424,7 @@ ROPE_FREQUENCY_FUNCTIONS = _Registry(
         "yarn": _yarn,
         "longrope": _longrope,
         "llama3": _llama3,
+        "proportional": _proportional,
     }
 )
 
@@ -411,8 +450,62 @@ def _rope_type(params):
     return rope_type
 
 
+def is_per_layer_type(rope_parameters: Mapping[str, Any]) -> bool:
+    """Whether ``rope_parameters`` is keyed by layer type (every value a mapping or None).
+
+    transformers writes Gemma 3/4-style configs as ``{"sliding_attention": {...},
+    "full_attention": {...}}``; a flat dict has scalars (``rope_type``, ``rope_theta``)
+    among its values.
+
+    >>> is_per_layer_type({"rope_type": "default", "rope_theta": 1e4})
+    False
+    >>> is_per_layer_type({"full_attention": {"rope_type": "default"}, "sliding_attention": None})
+    True
+    """
+    if not isinstance(rope_parameters, Mapping):
+        raise TypeError(
+            f"rope_parameters must be a mapping, got {type(rope_parameters).__name__}"
+        )
+    values = list(rope_parameters.values())
+    return bool(values) and all(v is None or isinstance(v, Mapping) for v in values) and any(
+        isinstance(v, Mapping) for v in values
+    )
+
+
+def _layer_entry(rope_parameters, layer_type):
+    """The flat dict for ``layer_type`` from a (possibly per-layer-type) rope_parameters."""
+    if layer_type is not None and not isinstance(layer_type, str):
+        raise TypeError(f"layer_type must be a str or None, got {type(layer_type).__name__}")
+    nested = is_per_layer_type(rope_parameters)
+    if not nested:
+        mixed = [k for k, v in rope_parameters.items() if isinstance(v, Mapping)]
+        if mixed:
+            raise ValueError(
+                f"rope_parameters mixes per-layer-type entries ({', '.join(map(repr, mixed))}) "
+                "with flat keys: either every value is a dict (keyed by layer type) or none is"
+            )
+        return rope_parameters
+    types = ", ".join(repr(k) for k in rope_parameters)
+    if layer_type is None:
+        raise ValueError(
+            f"rope_parameters is keyed by layer type ({types}): pass layer_type= one of them"
+        )
+    if layer_type not in rope_parameters:
+        raise ValueError(f"layer_type must be one of {types}, got {layer_type!r}")
+    entry = rope_parameters[layer_type]
+    if entry is None:
+        raise ValueError(
+            f"rope_parameters[{layer_type!r}] is None: layer type {layer_type!r} has no RoPE"
+        )
+    for key in entry:
+        if not isinstance(key, str):
+            raise TypeError(f"rope_parameters[{layer_type!r}] keys must be str, got {key!r}")
+    return entry
+
+
 def rope_frequencies(dim: int, rope_parameters: Mapping[str, Any] | None = None, *,
-                     seq_len: int | None = None, max_position_embeddings: int | None = None) -> tuple[FloatArray, float]:
+                     seq_len: int | None = None, max_position_embeddings: int | None = None,
+                     layer_type: str | None = None) -> tuple[FloatArray, float]:
     r"""Inverse frequencies and attention factor of RoPE for a transformers ``rope_parameters``.
 
     .. math::
@@ -432,7 +525,8 @@ def rope_frequencies(dim: int, rope_parameters: Mapping[str, Any] | None = None,
     ----------
     dim : int
         Number of rotated features (``int(head_dim * partial_rotary_factor)``), a positive
-        even number; the result has ``dim // 2`` entries.
+        even number; the result has ``dim // 2`` entries.  For ``"proportional"`` the
+        whole head dimension (its pairs past ``partial_rotary_factor`` get frequency 0).
     rope_parameters : mapping or None, default None
         A dict in the format of transformers' ``config.rope_parameters``: ``rope_type``
         (or its old name ``type``; default ``"default"``) one of :data:`ROPE_TYPES`,
@@ -441,8 +535,10 @@ def rope_frequencies(dim: int, rope_parameters: Mapping[str, Any] | None = None,
         ``attention_factor``, ``beta_fast`` (32), ``beta_slow`` (1), ``mscale``,
         ``mscale_all_dim``, ``truncate`` (True), ``low_freq_factor``,
         ``high_freq_factor``, ``short_factor``, ``long_factor``.  ``partial_rotary_factor``
-        is accepted and ignored (``dim`` is already the rotated width).  ``None`` means
-        default RoPE with base 10000.
+        is accepted and ignored (``dim`` is already the rotated width), except by
+        ``"proportional"``, which reads it (default 1).  ``None`` means default RoPE with
+        base 10000.  A dict keyed by layer type (each value such a dict, or ``None`` for
+        a layer type without RoPE) is accepted with ``layer_type``.
     seq_len : int or None, default None
         Current sequence length: ``"dynamic"`` rescales for it, ``"longrope"`` uses the
         long factors when it exceeds ``original_max_position_embeddings``.  Others ignore
@@ -452,6 +548,10 @@ def rope_frequencies(dim: int, rope_parameters: Mapping[str, Any] | None = None,
         ``"dynamic"``; ``"yarn"`` and ``"longrope"`` derive ``factor`` from it when
         ``factor`` is absent, and every scaled type uses it when
         ``original_max_position_embeddings`` is absent, as transformers does.
+    layer_type : str or None, default None
+        For ``rope_parameters`` keyed by layer type (``config.layer_types`` names such as
+        ``"full_attention"``, ``"sliding_attention"``): the entry to use.  Required for
+        such a dict; ignored for a flat one, which applies to every layer.
 
     Returns
     -------
@@ -472,7 +572,8 @@ def rope_frequencies(dim: int, rope_parameters: Mapping[str, Any] | None = None,
         ``<= 0`` or not finite; ``rope_theta <= 1``; ``high_freq_factor <=
         low_freq_factor``; ``beta_fast < beta_slow``; ``short_factor``/``long_factor``
         do not have ``dim // 2`` entries; ``"dynamic"`` without
-        ``max_position_embeddings``.
+        ``max_position_embeddings``; ``rope_parameters`` keyed by layer type without
+        ``layer_type``, with a ``layer_type`` it lacks, or whose entry is ``None``.
 
     Examples
     --------
@@ -493,6 +594,13 @@ def rope_frequencies(dim: int, rope_parameters: Mapping[str, Any] | None = None,
     >>> yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
     >>> round(rope_frequencies(64, yarn)[1], 6)            # 0.1 ln 4 + 1
     1.138629
+    >>> gemma4 = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+    ...           "full_attention": {"rope_type": "proportional", "rope_theta": 1e6,
+    ...                              "partial_rotary_factor": 0.25}}
+    >>> inv, att = rope_frequencies(16, gemma4, layer_type="full_attention")
+    >>> inv                              # 2 of 8 pairs turn, at 1e6 ** (-2i/16)
+    array([1.        , 0.17782794, 0.        , 0.        , 0.        ,
+           0.        , 0.        , 0.        ])
     """
     d = check_d_model(dim, "dim", even=True)
     if seq_len is not None:
@@ -511,6 +619,7 @@ def rope_frequencies(dim: int, rope_parameters: Mapping[str, Any] | None = None,
     for key in rope_parameters:
         if not isinstance(key, str):
             raise TypeError(f"rope_parameters keys must be str, got {key!r}")
+    rope_parameters = _layer_entry(rope_parameters, layer_type)
     rope_type = _rope_type(rope_parameters)
     unknown = set(rope_parameters) - _COMMON_KEYS - _TYPE_KEYS[rope_type]
     if unknown:

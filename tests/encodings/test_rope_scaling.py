@@ -230,7 +230,8 @@ def _params(draw, rope_type, dim, original):
 @settings(max_examples=150, deadline=None)
 @given(st.data())
 def test_random_configs_match_transformers(data):
-    rope_type = data.draw(st.sampled_from(ROPE_TYPES))
+    # proportional reads dim as the whole head: tested in test_rope_types.py
+    rope_type = data.draw(st.sampled_from([t for t in ROPE_TYPES if t != "proportional"]))
     head_dim = 2 * data.draw(st.integers(2, 80))
     original = data.draw(st.sampled_from([64, 1000, 2048, 4096, 32768]))
     max_pos = original * data.draw(st.sampled_from([1, 2, 4, 16]))
@@ -243,8 +244,8 @@ def test_random_configs_match_transformers(data):
 
 
 def test_registry_lists_every_transformers_type_we_promise():
-    assert set(ROPE_TYPES) == {"default", "linear", "dynamic", "yarn", "longrope", "llama3"}
-    assert set(ROPE_TYPES) - {"default"} <= set(ROPE_INIT_FUNCTIONS)
+    # every type of transformers 5.23.0 (proportional: tests/encodings/test_rope_types.py)
+    assert set(ROPE_TYPES) == {"default"} | set(ROPE_INIT_FUNCTIONS)
     with pytest.raises(TypeError):
         ROPE_FREQUENCY_FUNCTIONS["mine"] = None  # read-only
 
