@@ -336,7 +336,10 @@ def _llama3(dim, params, seq_len, max_position_embeddings):
        \end{cases}
 
     The rule is continuous: :math:`\mu = 0` at :math:`\lambda = L/\alpha` and 1 at
-    :math:`\lambda = L/\beta`.
+    :math:`\lambda = L/\beta`.  With :math:`\alpha = \beta` the smooth band is empty
+    and the rule is a step at :math:`\lambda = L/\alpha`: Llama 4 Scout ships
+    ``factor`` 16 with both factors 1 (``models/llama4/args.py`` in meta-llama/llama-models),
+    which transformers accepts with a warning.
     """
     factor = _required_factor(params)
     original = _original_length(params, max_position_embeddings)
@@ -348,16 +351,18 @@ def _llama3(dim, params, seq_len, max_position_embeddings):
     ):
         if value is None:
             raise ValueError(f"{_key(name)} is required for rope_type 'llama3'")
-    if high_freq_factor <= low_freq_factor:
+    if high_freq_factor < low_freq_factor:
         raise ValueError(
-            f"{_key('high_freq_factor')} must be > {_key('low_freq_factor')}, got "
-            f"{high_freq_factor} <= {low_freq_factor}"
+            f"{_key('high_freq_factor')} must be >= {_key('low_freq_factor')}, got "
+            f"{high_freq_factor} < {low_freq_factor}"
         )
     theta = inverse_frequencies(dim, params["rope_theta"])
     wavelength = 2 * np.pi / theta
+    out = np.where(wavelength > original / low_freq_factor, theta / factor, theta)
+    if high_freq_factor == low_freq_factor:  # an empty band: a step (Llama 4 Scout)
+        return out, 1.0
     mu = (original / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)
     smooth = (1 - mu) * theta / factor + mu * theta
-    out = np.where(wavelength > original / low_freq_factor, theta / factor, theta)
     medium = (wavelength >= original / high_freq_factor) & (
         wavelength <= original / low_freq_factor
     )
@@ -569,7 +574,7 @@ def rope_frequencies(dim: int, rope_parameters: Mapping[str, Any] | None = None,
     ValueError
         If ``dim`` is odd or ``< 2``; ``rope_type`` is unknown; a key is not read by that
         ``rope_type``; a required key is missing; ``factor`` (or another scale) is
-        ``<= 0`` or not finite; ``rope_theta <= 1``; ``high_freq_factor <=
+        ``<= 0`` or not finite; ``rope_theta <= 1``; ``high_freq_factor <
         low_freq_factor``; ``beta_fast < beta_slow``; ``short_factor``/``long_factor``
         do not have ``dim // 2`` entries; ``"dynamic"`` without
         ``max_position_embeddings``; ``rope_parameters`` keyed by layer type without

@@ -259,3 +259,25 @@ def test_bad_per_layer_input(params, kwargs, error, fragment):
 def test_is_per_layer_type_rejects_non_mappings():
     with pytest.raises(TypeError, match="rope_parameters must be a mapping"):
         is_per_layer_type([("rope_type", "default")])
+
+
+@pytest.mark.parametrize("factor, band", [(16.0, 1.0), (8.0, 2.0), (32.0, 0.5)])
+@pytest.mark.filterwarnings("ignore")
+def test_llama3_rule_with_an_empty_band_matches_transformers(factor, band):
+    """low_freq_factor == high_freq_factor (Llama 4 Scout: 16, 1, 1): a step, as transformers.
+
+    transformers warns and computes it (its smooth branch is 0/0 only where it is unused).
+    """
+    params = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": factor,
+              "low_freq_factor": band, "high_freq_factor": band,
+              "original_max_position_embeddings": 8192}
+    config = LlamaConfig(hidden_size=256, num_attention_heads=2, num_key_value_heads=2,
+                         head_dim=128, max_position_embeddings=131072,
+                         rope_parameters=copy.deepcopy(params))
+    ref, att = ROPE_INIT_FUNCTIONS["llama3"](config)
+    inv, ours_att = rope_frequencies(128, params)
+    assert np.all(np.isfinite(inv)) and att == ours_att == 1.0
+    assert_close_to_float32(inv, ref)
+    plain, _ = rope_frequencies(128, {"rope_theta": 500000.0})
+    long = 2 * np.pi / plain > 8192 / band
+    np.testing.assert_allclose(inv, np.where(long, plain / factor, plain), rtol=1e-15)
