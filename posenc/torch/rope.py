@@ -464,8 +464,11 @@ class RotaryEmbedding(nn.Module):
             check_positions(positions, seq))
         if self.rope_type == "longrope":
             # transformers: the long factors once max(position) + 1 exceeds the original
-            # length; per sample under vmap, per call inside a graph
-            longer = pos.max() + 1 > self._long_after
+            # length, i.e. once a position is >= it; per sample under vmap, per call
+            # inside a graph.  (any(..., keepdim=True) rather than max() + 1: PyTorch
+            # 2.13's vmap fails on a 0-d batched tensor plus a Python number for an
+            # empty batch.)
+            longer = (pos >= self._long_after).any(-1, keepdim=True)
             return torch.where(longer, self._long_inv_freq.to(pos.device),
                                self._inv_freq.to(pos.device))
         if pos.is_meta or _is_fake(pos):
