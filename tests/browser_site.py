@@ -461,17 +461,53 @@ OVERFLOW_JS = r"""
   const doc = document.documentElement;
   const extra = doc.scrollWidth - doc.clientWidth;
   if (extra <= 0) return null;
-  // Name the widest culprits: elements whose right edge passes the viewport and whose
-  // parent's does not (the outermost thing that sticks out).
+  // Name the culprits: the outermost elements whose right edge passes the viewport,
+  // leaving out what sits inside a box that scrolls or clips (a code block, a wide
+  // equation's scroll box): those do not move the page.
   const w = doc.clientWidth, out = [];
+  const clipped = (el) => {
+    for (let e = el.parentElement; e && e !== document.body; e = e.parentElement) {
+      const o = getComputedStyle(e).overflowX;
+      if (o !== "visible" && o !== "clip" || o === "clip") return true;
+    }
+    return false;
+  };
   for (const el of document.querySelectorAll("body *")) {
     const r = el.getBoundingClientRect();
+    if (!r.width || r.right <= w + 1) continue;
     const p = el.parentElement.getBoundingClientRect();
-    if (r.width && r.right > w + 1 && p.right <= w + 1) {
-      out.push(`${el.tagName.toLowerCase()}.${[...el.classList].join(".")} (${Math.round(r.right)} px)`);
-    }
+    if (p.right > w + 1 || clipped(el)) continue;
+    const text = (el.textContent || "").trim().replace(/\s+/g, " ").slice(0, 40);
+    out.push(`${el.tagName.toLowerCase()}.${[...el.classList].join(".")} "${text}" ` +
+             `(${Math.round(r.right)} px)`);
   }
   return {extra, culprits: out.slice(0, 4)};
+}
+"""
+
+
+SCROLL_CUE_JS = r"""
+() => {
+  // Every box in the article that scrolls sideways (a display equation, a table, a code
+  // line) shows the reader that it does: posenc.js marks it, posenc.css fades its edge.
+  const SCROLLERS = "mjx-container[display='true'], .pst-scrollable-table-container, " +
+                    ".cell_output .output.text_html, div.highlight pre";
+  const missing = [];
+  let scrolling = 0;
+  for (const el of document.querySelectorAll(`article :is(${SCROLLERS})`)) {
+    if (el.scrollWidth <= el.clientWidth + 1) continue;
+    scrolling++;
+    const style = getComputedStyle(el);
+    const mask = style.maskImage || style.webkitMaskImage || "none";
+    const cue = el.classList.contains("posenc-scrolls") && mask !== "none";
+    const focusable = el.tabIndex >= 0;
+    if (!cue || !focusable) {
+      const what = (el.querySelector("mjx-assistive-mml")?.textContent || el.textContent || "")
+        .trim().replace(/\s+/g, " ").slice(0, 40);
+      missing.push(`${el.tagName.toLowerCase()} "${what}"` + (cue ? " (not focusable)" : ""));
+    }
+  }
+  return {scrolling, missing};
 }
 """
 
@@ -559,6 +595,11 @@ def check_reading(context, base: str, lang: str, name: str, width: int,
             if over:
                 problems.append(f"the page scrolls sideways by {over['extra']} px at {width} px "
                                 f"({mode}): {', '.join(over['culprits'])}")
+            cue = page.evaluate(SCROLL_CUE_JS)
+            report.info["scrollers"] = cue["scrolling"]
+            if cue["missing"]:
+                problems.append(f"{len(cue['missing'])} box(es) scroll sideways at {width} px "
+                                f"with no cue ({mode}): {cue['missing'][:3]}")
             if shots is not None:
                 target = shots / str(width) / mode / lang / f"{name}.png"
                 target.parent.mkdir(parents=True, exist_ok=True)

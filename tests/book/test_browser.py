@@ -138,6 +138,8 @@ BREAKAGE = """
   <p><img class="dark-light" src="_images/clear.png" alt="a figure with a transparent background"></p>
   <div class="highlight"><pre>x = 1</pre></div>
   <div style="width: 2000px">a line that does not wrap</div>
+  <div class="highlight"><pre class="posenc-no-cue">x = "a code line far wider than a phone's screen, scrolling in its box with no cue"</pre></div>
+  <style>.posenc-no-cue { -webkit-mask-image: none !important; mask-image: none !important; }</style>
   <script src="https://cdn.example.com/analytics.js"></script>
   <script>console.error("broken on purpose");</script>
   <script>
@@ -204,6 +206,7 @@ EXPECTED_FAILURES = {
 }
 EXPECTED_NARROW_FAILURES = {
     "sideways scroll": "the page scrolls sideways by",
+    "scroll box without a cue": "box(es) scroll sideways at 390 px with no cue",
     "dead chapter-list button": "chapter list at 390 px: clicking .primary-toggle does not open",
     "dead contents button": "page contents at 390 px: clicking .secondary-toggle does not open",
 }
