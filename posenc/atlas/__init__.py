@@ -1,0 +1,529 @@
+r"""What real models do with positions: read a Hugging Face config, and an atlas of them.
+
+:func:`describe_config` reads the position-related keys of a model's ``config.json``
+(transformers' names: ``rope_parameters`` or the older ``rope_scaling`` / ``rope_theta``,
+``head_dim``, ``partial_rotary_factor``, ``layer_types``, ``sliding_window``,
+``no_rope_layers``, ``attention_chunk_size``, DeepSeek's ``qk_rope_head_dim``, Gemma 4's
+``global_head_dim``, a vision-language model's ``text_config``) and computes, with
+:func:`posenc.rope_frequencies`, what the model does per layer type: which pairs turn,
+how fast, how the long-context rule rescales them, and which layers have no RoPE at all.
+
+:func:`atlas` is that description for each model in ``posenc/atlas/data/*.json``: the
+position-related keys of open models of 2023-2026, each value with the source file,
+revision and the verbatim line it was read from (``facts``), checked by
+``tests/encodings/test_atlas.py``.
+
+The command line prints the same for any config::
+
+    python -m posenc inspect config.json
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..rope_scaling import is_per_layer_type, rope_frequencies
+
+__all__ = [
+    "LayerRope",
+    "ModelDescription",
+    "describe_config",
+    "load_config",
+    "atlas",
+    "atlas_entry",
+    "atlas_names",
+    "format_description",
+    "ATLAS_DIR",
+]
+
+#: Where the atlas's JSON files live (shipped with the package).
+ATLAS_DIR = Path(__file__).with_name("data")
+
+#: Keys a config uses for a position scheme posenc does not model.
+_NOT_ROPE = {
+    "alibi": "ALiBi (linear biases, no rotation)",
+    "absolute": "learned absolute positions",
+    "relative_key": "relative position embeddings",
+    "relative_key_query": "relative position embeddings",
+}
+
+
+@dataclass(frozen=True)
+class LayerRope:
+    """The RoPE of one layer type of a model.
+
+    Attributes
+    ----------
+    layer_type : str
+        transformers' name (``"full_attention"``, ``"sliding_attention"``, ...), or
+        ``"all"`` for a model with one kind of layer.
+    layers : int or None
+        How many layers are of this type (None when the config does not say).
+    head_dim : int
+        Width of a query/key head in these layers (for MLA: RoPE part + no-RoPE part).
+    rope_type : str
+        The rule (:data:`posenc.ROPE_TYPES`).
+    rope_theta : float
+        The base.
+    inv_freq : numpy.ndarray
+        The frequencies the model uses at its configured length (``seq_len`` =
+        ``max_position_embeddings``), one per rotated pair (0 for pairs that do not turn).
+    plain_inv_freq : numpy.ndarray
+        The same pairs without the long-context rule (what pretraining used).
+    attention_factor : float
+        The rule's multiplier of cos and sin.
+    rotated_pairs : int
+        Pairs with a non-zero frequency.
+    window : int or None
+        Sliding-window or chunk size of these layers (None: global attention).
+    window_kind : str or None
+        ``"sliding"`` or ``"chunked"``.
+    """
+
+    layer_type: str
+    layers: int | None
+    head_dim: int
+    rope_type: str
+    rope_theta: float
+    inv_freq: np.ndarray = field(repr=False)
+    plain_inv_freq: np.ndarray = field(repr=False)
+    attention_factor: float
+    rotated_pairs: int
+    window: int | None = None
+    window_kind: str | None = None
+
+    @property
+    def rotated_fraction(self) -> float:
+        """Rotated features over the head width."""
+        return 2 * self.rotated_pairs / self.head_dim
+
+    def longest_wavelength(self, scaled: bool = True) -> float:
+        """:math:`2\\pi/\\theta_{min}` over the pairs that turn (scaled or as pretrained)."""
+        inv = self.inv_freq if scaled else self.plain_inv_freq
+        return float(2 * np.pi / inv[inv > 0].min())
+
+    def pairs_turning_within(self, length: int, scaled: bool = False) -> int:
+        """Pairs whose wavelength :math:`2\\pi/\\theta_i` is at most ``length``."""
+        inv = self.inv_freq if scaled else self.plain_inv_freq
+        turning = inv[inv > 0]
+        return int(np.count_nonzero(2 * np.pi / turning <= length))
+
+
+@dataclass(frozen=True)
+class ModelDescription:
+    """What a config says about positions (see :func:`describe_config`)."""
+
+    name: str
+    layers: tuple[LayerRope, ...]
+    nope_layers: int
+    num_layers: int | None
+    max_position_embeddings: int | None
+    original_max_position_embeddings: int | None
+    interleaved: bool | None
+    scaling: str
+    factor: float | None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def global_rope(self) -> LayerRope:
+        """The layer type that reaches furthest: global attention if any, else the first."""
+        for layer in self.layers:
+            if layer.window is None:
+                return layer
+        return self.layers[0]
+
+    @property
+    def training_length(self) -> int | None:
+        """The length pretraining saw: the original length of a scaled model, else the max."""
+        return self.original_max_position_embeddings or self.max_position_embeddings
+
+    def pattern(self) -> str:
+        """The layers in words, e.g. ``"50 sliding(1024) + 10 global"``, ``"36 chunked(8192) + 12 NoPE"``."""
+        parts = []
+        for layer in self.layers:
+            n = "" if layer.layers is None else f"{layer.layers} "
+            kind = "global" if layer.window is None else f"{layer.window_kind}({layer.window})"
+            parts.append(n + kind)
+        if self.nope_layers:
+            parts.append(f"{self.nope_layers} NoPE global")
+        return " + ".join(parts)
+
+    def row(self) -> dict[str, Any]:
+        """The atlas's columns for this model (plain Python values)."""
+        g = self.global_rope
+        length = self.training_length
+        bases = " / ".join(f"{layer.rope_theta:g}" for layer in self.layers)
+        return {
+            "model": self.name,
+            "rope_type": " / ".join(layer.rope_type for layer in self.layers),
+            "base": bases,
+            "rotated": f"{2 * g.rotated_pairs}/{g.head_dim}",
+            "rotated_fraction": g.rotated_fraction,
+            "layout": {True: "interleaved", False: "half", None: "-"}[self.interleaved],
+            "scaling": self.scaling if self.factor is None else f"{self.scaling} x{self.factor:g}",
+            "original_length": length,
+            "max_length": self.max_position_embeddings,
+            "layers": self.pattern(),
+            "longest_wavelength": g.longest_wavelength(scaled=False),
+            "longest_wavelength_over_length": (
+                None if length is None else g.longest_wavelength(scaled=False) / length
+            ),
+            "pairs_turning": None if length is None else g.pairs_turning_within(length),
+            "pairs": g.head_dim // 2,
+            "attention_factor": g.attention_factor,
+        }
+
+
+# --------------------------------------------------------------------------------------
+# Reading a config
+# --------------------------------------------------------------------------------------
+
+
+def _int(config, key, *, minimum=1):
+    value = config.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"config[{key!r}] must be an integer, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"config[{key!r}] must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def _rope_parameters(config):
+    """``rope_parameters`` (transformers 5) or the older ``rope_scaling`` + ``rope_theta``."""
+    params = config.get("rope_parameters")
+    if params is None:
+        scaling = config.get("rope_scaling")
+        if scaling is not None and not isinstance(scaling, Mapping):
+            raise TypeError(f"config['rope_scaling'] must be a dict or null, got {scaling!r}")
+        params = dict(scaling or {})
+        if "rope_theta" not in params and config.get("rope_theta") is not None:
+            params["rope_theta"] = config["rope_theta"]
+        if not params:
+            if config.get("rope_theta") is None:
+                raise ValueError(
+                    "config has no RoPE keys (rope_parameters, rope_scaling or rope_theta): "
+                    "this reads RoPE models only"
+                )
+    elif not isinstance(params, Mapping):
+        raise TypeError(f"config['rope_parameters'] must be a dict, got {type(params).__name__}")
+    params = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in params.items()}
+    prf = config.get("partial_rotary_factor")
+    if prf is not None:  # a top-level partial_rotary_factor (GPT-NeoX, GLM, Phi)
+        targets = params.values() if is_per_layer_type(params) else [params]
+        for p in targets:
+            if isinstance(p, dict):
+                p.setdefault("partial_rotary_factor", prf)
+    # Multimodal keys that ride along in rope_parameters (M-RoPE sections): not frequencies
+    for p in params.values() if is_per_layer_type(params) else [params]:
+        if isinstance(p, dict):
+            for key in ("mrope_section", "mrope_interleaved"):
+                p.pop(key, None)
+    return params
+
+
+def _layer_types(config, num_layers):
+    types = config.get("layer_types")
+    if types is None:
+        return None
+    if isinstance(types, (str, bytes)) or not all(isinstance(t, str) for t in types):
+        raise TypeError("config['layer_types'] must be a list of str")
+    types = list(types)
+    if num_layers is not None and len(types) != num_layers:
+        raise ValueError(
+            f"config['layer_types'] has {len(types)} entries but num_hidden_layers is {num_layers}"
+        )
+    return types
+
+
+def _rope_flags(config, num_layers):
+    """Per layer: True if it uses RoPE (``no_rope_layers``: 1 = RoPE, as transformers)."""
+    flags = config.get("no_rope_layers")
+    if flags is None:
+        interval = _int(config, "no_rope_layer_interval")
+        if interval is None or num_layers is None:
+            return None
+        return [(i + 1) % interval != 0 for i in range(num_layers)]
+    if isinstance(flags, (str, bytes)) or not all(
+        isinstance(f, (bool, int)) and f in (0, 1) for f in flags
+    ):
+        raise ValueError("config['no_rope_layers'] must be a list of 0/1 (1: the layer uses RoPE)")
+    if num_layers is not None and len(flags) != num_layers:
+        raise ValueError(
+            f"config['no_rope_layers'] has {len(flags)} entries but num_hidden_layers is {num_layers}"
+        )
+    return [bool(f) for f in flags]
+
+
+def describe_config(config: Mapping[str, Any], name: str | None = None) -> ModelDescription:
+    """Describe the positions of a model from its Hugging Face ``config.json`` dict.
+
+    Parameters
+    ----------
+    config : mapping
+        The parsed ``config.json`` (a vision-language model's ``text_config`` is used
+        when present).  Read: ``rope_parameters`` (or ``rope_scaling`` and
+        ``rope_theta``), ``head_dim`` (or ``hidden_size / num_attention_heads``),
+        ``partial_rotary_factor``, ``qk_rope_head_dim`` / ``qk_nope_head_dim`` (MLA),
+        ``global_head_dim`` (Gemma 4's full layers), ``max_position_embeddings``,
+        ``num_hidden_layers``, ``layer_types``, ``sliding_window``,
+        ``attention_chunk_size``, ``no_rope_layers`` / ``no_rope_layer_interval``,
+        ``rope_interleave``.
+    name : str, optional
+        A name for the model (default: ``config["_name_or_path"]``, else ``"model"``).
+
+    Returns
+    -------
+    ModelDescription
+        One :class:`LayerRope` per layer type that uses RoPE, the count of NoPE layers,
+        the scaling rule and lengths; ``.row()`` gives the atlas's columns.
+
+    Raises
+    ------
+    TypeError
+        If ``config`` is not a mapping or a key has the wrong type (named).
+    ValueError
+        If the config is not a RoPE model (``position_embedding_type`` alibi/absolute,
+        no RoPE keys), has no head width, its ``layer_types`` or ``no_rope_layers``
+        do not match ``num_hidden_layers``, a layer type has no entry in per-layer-type
+        ``rope_parameters``, or :func:`posenc.rope_frequencies` rejects its parameters.
+
+    Examples
+    --------
+    >>> d = describe_config({"head_dim": 128, "max_position_embeddings": 32768,
+    ...                      "rope_theta": 1e6}, name="Qwen2.5-like")
+    >>> d.row()["pairs_turning"], d.row()["pairs"]   # pairs that turn within 32,768
+    (40, 64)
+    """
+    if not isinstance(config, Mapping):
+        raise TypeError(f"config must be a mapping (a parsed config.json), got {type(config).__name__}")
+    if name is None:
+        name = str(config.get("_name_or_path") or "model")
+    if isinstance(config.get("text_config"), Mapping):
+        config = config["text_config"]
+    kind = config.get("position_embedding_type")
+    if isinstance(kind, str) and kind in _NOT_ROPE:
+        raise ValueError(
+            f"config['position_embedding_type'] is {kind!r} ({_NOT_ROPE[kind]}): "
+            "this reads RoPE models only"
+        )
+    if config.get("alibi") is True:
+        raise ValueError("config['alibi'] is true (ALiBi, no rotation): this reads RoPE models only")
+
+    num_layers = _int(config, "num_hidden_layers")
+    if num_layers is None:  # the per-layer lists say how many layers there are
+        for key in ("layer_types", "no_rope_layers"):
+            value = config.get(key)
+            if isinstance(value, (list, tuple)):
+                num_layers = len(value)
+                break
+    max_len = _int(config, "max_position_embeddings")
+    params = _rope_parameters(config)
+
+    rope_head = _int(config, "qk_rope_head_dim")
+    if rope_head is not None:  # MLA: a RoPE slice beside a no-RoPE slice
+        nope_head = _int(config, "qk_nope_head_dim", minimum=0) or 0
+        head_dim, rotated_width = rope_head + nope_head, rope_head
+    else:
+        head_dim = _int(config, "head_dim")
+        if head_dim is None:
+            hidden, heads = _int(config, "hidden_size"), _int(config, "num_attention_heads")
+            if hidden is None or heads is None:
+                raise ValueError(
+                    "config needs head_dim, or hidden_size and num_attention_heads, "
+                    "(or qk_rope_head_dim for MLA) to know the rotated width"
+                )
+            if hidden % heads:
+                raise ValueError(
+                    f"config['hidden_size'] ({hidden}) must be divisible by "
+                    f"config['num_attention_heads'] ({heads}) when head_dim is absent"
+                )
+            head_dim = hidden // heads
+        rotated_width = None
+    global_head = _int(config, "global_head_dim")
+
+    types = _layer_types(config, num_layers)
+    rope_flags = _rope_flags(config, num_layers)
+    nested = is_per_layer_type(params)
+    if types is None:
+        types = list(params) if nested and num_layers is None else None
+    # count layers per (type, uses rope)
+    n = num_layers if num_layers is not None else (len(types) if types else None)
+    if types is None:
+        types_per_layer = None if n is None else ["all"] * n
+    else:
+        types_per_layer = types
+    nope = 0
+    counts: Counter[str] = Counter()
+    if types_per_layer is not None:
+        for i, t in enumerate(types_per_layer):
+            if rope_flags is not None and not rope_flags[i]:
+                nope += 1
+            else:
+                counts[t] += 1
+    order = list(dict.fromkeys(types_per_layer)) if types_per_layer else (list(params) if nested else ["all"])
+    window = _int(config, "sliding_window")
+    if config.get("use_sliding_window") is False:  # Qwen configs carry an unused window
+        window = None
+    chunk = _int(config, "attention_chunk_size")
+    layers = []
+    for t in order:
+        if types_per_layer is not None and counts[t] == 0:
+            continue
+        if nested and t not in params:
+            raise ValueError(
+                f"layer type {t!r} (config['layer_types']) has no entry in config['rope_parameters'] "
+                f"(its keys: {', '.join(map(repr, params))})"
+            )
+        p = params[t] if nested else params
+        if p is None:
+            nope += counts[t]
+            continue
+        h = global_head if (global_head is not None and t == "full_attention") else head_dim
+        rope_type = p.get("rope_type", p.get("type", "default"))
+        if rotated_width is not None:
+            dim = rotated_width
+        elif rope_type == "proportional":
+            dim = h
+        else:
+            dim = int(h * p.get("partial_rotary_factor", 1.0))
+            if dim % 2:
+                raise ValueError(
+                    f"the rotated width int(head_dim * partial_rotary_factor) = {dim} must be even"
+                )
+        kwargs = {"max_position_embeddings": max_len, "seq_len": max_len}
+        if nested:
+            kwargs["layer_type"] = t
+        inv, att = rope_frequencies(dim, params, **kwargs)
+        theta = float(p.get("rope_theta", 10000.0))
+        plain_params = {"rope_theta": theta}
+        if rope_type == "proportional":
+            plain_params = {"rope_type": "proportional", "rope_theta": theta,
+                            "partial_rotary_factor": p.get("partial_rotary_factor", 1.0)}
+        plain, _ = rope_frequencies(dim, plain_params)
+        if t == "sliding_attention" or (t == "all" and window is not None and chunk is None):
+            w, wk = window, "sliding" if window is not None else None
+        elif t in ("chunked_attention",) or (chunk is not None and rope_flags is not None):
+            w, wk = chunk, "chunked"
+        else:
+            w, wk = None, None
+        layers.append(LayerRope(
+            layer_type=t, layers=counts[t] if types_per_layer is not None else None,
+            head_dim=h, rope_type=rope_type, rope_theta=theta, inv_freq=inv,
+            plain_inv_freq=plain, attention_factor=att,
+            rotated_pairs=int(np.count_nonzero(inv)), window=w, window_kind=wk,
+        ))
+    if not layers:
+        raise ValueError("config has no layer that uses RoPE")
+
+    g_params = params[layers[0].layer_type] if nested else params
+    for layer in layers:
+        if layer.window is None and nested:
+            g_params = params[layer.layer_type]
+    rule = g_params.get("rope_type", g_params.get("type", "default"))
+    factor = g_params.get("factor")
+    if rule == "proportional" and factor is None:
+        factor = None
+    original = g_params.get("original_max_position_embeddings")
+    interleave = config.get("rope_interleave", config.get("rope_interleaved"))
+    if interleave is not None and not isinstance(interleave, bool):
+        raise TypeError(f"config['rope_interleave'] must be true/false, got {interleave!r}")
+    notes = []
+    if rope_head is not None:
+        notes.append(f"MLA: {rope_head} of {head_dim} query/key features rotated")
+    if any(layer.rope_type == "proportional" for layer in layers):
+        notes.append("proportional: the unrotated pairs have frequency 0")
+    return ModelDescription(
+        name=name, layers=tuple(layers), nope_layers=nope, num_layers=n,
+        max_position_embeddings=max_len,
+        original_max_position_embeddings=None if original is None else int(original),
+        interleaved=interleave, scaling="none" if rule in ("default", "proportional") else rule,
+        factor=None if rule in ("default",) or factor is None else float(factor),
+        notes=tuple(notes),
+    )
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    """Read a ``config.json`` file into a dict, with errors that name the file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValueError(f"config file {str(path)!r} does not exist") from None
+    except IsADirectoryError:
+        raise ValueError(f"config path {str(path)!r} is a directory, not a config.json") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"config file {str(path)!r} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(
+            f"config file {str(path)!r} must hold a JSON object, got {type(data).__name__}"
+        )
+    return data
+
+
+# --------------------------------------------------------------------------------------
+# The atlas
+# --------------------------------------------------------------------------------------
+
+
+def atlas_names() -> list[str]:
+    """The atlas's entries (file stems), sorted."""
+    return sorted(p.stem for p in ATLAS_DIR.glob("*.json"))
+
+
+def atlas_entry(slug: str) -> dict[str, Any]:
+    """One atlas file as a dict: ``name``, ``config``, ``facts``, ``sources``, ``notes``."""
+    if not isinstance(slug, str):
+        raise TypeError(f"slug must be a str, got {type(slug).__name__}")
+    path = ATLAS_DIR / f"{slug}.json"
+    if not path.is_file():
+        raise ValueError(f"slug must be one of {', '.join(atlas_names())}, got {slug!r}")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def atlas() -> list[ModelDescription]:
+    """:func:`describe_config` of every atlas entry, in :func:`atlas_names` order."""
+    out = []
+    for slug in atlas_names():
+        entry = atlas_entry(slug)
+        out.append(describe_config(entry["config"], name=entry["name"]))
+    return out
+
+
+def _fmt_len(n):
+    return "-" if n is None else f"{n:,}"
+
+
+def format_description(d: ModelDescription) -> str:
+    """A few lines of text for the terminal (what ``python -m posenc inspect`` prints)."""
+    r = d.row()
+    lines = [
+        f"{d.name}",
+        f"  rope type         {r['rope_type']}    base {r['base']}",
+        f"  rotated           {r['rotated']} features of the global layers "
+        f"({r['rotated_fraction']:.0%}), layout {r['layout']}",
+        f"  scaling           {r['scaling']}, attention factor {r['attention_factor']:.4g}",
+        f"  lengths           trained {_fmt_len(r['original_length'])}, "
+        f"configured {_fmt_len(r['max_length'])}",
+        f"  layers            {r['layers']}",
+        f"  longest wavelength {r['longest_wavelength']:,.0f} tokens",
+    ]
+    if r["pairs_turning"] is not None:
+        lines.append(
+            f"  pairs turning     {r['pairs_turning']} of {r['pairs']} complete a turn within "
+            f"{r['original_length']:,} tokens"
+        )
+    lines += [f"  note              {n}" for n in d.notes]
+    return "\n".join(lines)
