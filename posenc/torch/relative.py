@@ -67,6 +67,10 @@ def t5_relative_position_bucket_torch(relative_position: torch.Tensor, *, bidire
                                       num_buckets: int = 32, max_distance: int = 128) -> torch.Tensor:
     """:func:`posenc.t5_relative_position_bucket` for an integer tensor, on its device.
 
+    Transforms (each tested, see the API page's table): ``vmap`` (per-sample offsets
+    included), ``torch.compile(fullgraph=True)``, ``torch.export`` and ``meta`` tensors;
+    integers in, integers out, so nothing to differentiate.
+
     Parameters
     ----------
     relative_position : torch.Tensor
@@ -129,6 +133,10 @@ class LearnedPositionalEmbedding(nn.Module):
     has ``max_len`` rows and no rule for making more: a position ``>= max_len`` has no
     vector, and this module says so with a ``ValueError`` instead of the ``IndexError``
     (or, on a GPU, the device-side assertion) of a bare ``nn.Embedding``.
+
+    Transforms (tensors; each tested, see the API page's table): ``vmap`` (per-sample
+    inputs included), ``grad``, ``jvp``, ``torch.compile(fullgraph=True)``,
+    ``torch.export`` and ``meta`` tensors.
 
     Parameters
     ----------
@@ -243,6 +251,10 @@ class ShawRelativeAttention(nn.Module):
     where :math:`a^K` and :math:`a^V` are two learned tables of :math:`2k + 1` rows of
     width :math:`d_h` (``relative_keys``, ``relative_values``), shared by the heads, as in
     the paper.  The gathered tables take ``2 * seq**2 * d_h`` numbers per call.
+
+    Transforms (tensors; each tested, see the API page's table): ``vmap`` (per-sample
+    inputs included), ``grad``, ``jvp``, ``torch.compile(fullgraph=True)``,
+    ``torch.export`` and ``meta`` tensors.
 
     Parameters
     ----------
@@ -391,6 +403,11 @@ class T5RelativePositionBias(nn.Module):
     :meth:`forward` returns the bias that T5 adds to its attention logits (T5 does not
     divide the logits by :math:`\\sqrt{d_h}`; the bias is added as is).
 
+    Transforms (tensors; each tested, see the API page's table): ``vmap`` (per-sample
+    tables included), ``grad``, ``jvp``, ``torch.compile(fullgraph=True)``,
+    ``torch.export`` and ``meta`` tensors. (``grad`` and ``jvp`` through its table, with
+    ``torch.func.functional_call``).
+
     Parameters
     ----------
     num_heads : int
@@ -466,6 +483,11 @@ class ALiBiBias(nn.Module):
     with ``causal=False`` the bias is the symmetric ``-m_h * |i - j|`` (not in the paper).
     The module has no parameters and no buffers.
 
+    Transforms (each tested, see the API page's table):
+    ``torch.compile(fullgraph=True)``, ``torch.export`` and ``meta``
+    (``device="meta"``); it takes lengths, not tensors, so there is nothing to ``vmap``
+    or differentiate.
+
     Parameters
     ----------
     num_heads : int
@@ -494,14 +516,18 @@ class ALiBiBias(nn.Module):
         return f"num_heads={self.num_heads}, causal={self.causal}"
 
     def forward(self, query_length: int, key_length: int, offset: int = 0, *,
-                device: torch.device | str | None = None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+                device: torch.device | str | None = None,
+                dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """The bias for queries at ``offset, offset + 1, ...`` and keys at ``0, 1, ...``."""
         q = check_count(query_length, "query_length")
         k = check_count(key_length, "key_length")
         offset = _check_offset(offset)
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
-        slopes = torch.tensor(alibi_slopes(self.num_heads), dtype=torch.float64, device=device)
+        # as_tensor: inside torch.compile the NumPy slopes are traced into a tensor, which
+        # torch.tensor would copy-construct (a UserWarning there)
+        slopes = torch.as_tensor(alibi_slopes(self.num_heads), dtype=torch.float64,
+                                 device=device)
         behind = -_relative_positions(q, k, offset, device)      # i - j
         if self.causal:
             bias = -slopes[:, None, None] * behind.clamp(min=0).to(torch.float64)

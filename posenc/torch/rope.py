@@ -163,6 +163,14 @@ class RotaryEmbedding(nn.Module):
     ``"dynamic"``, the short ones for ``"longrope"``); calls that use others compute
     cos and sin for their own positions only.
 
+    Transforms (tensors; each tested, see the API page's table): ``vmap`` (per-sample
+    positions included), ``grad``, ``jvp``, ``torch.compile(fullgraph=True)``,
+    ``torch.export`` and ``meta`` tensors. ``"longrope"`` picks its factor set per
+    sample and per call. ``"dynamic"`` supports ``grad``, ``jvp``, ``meta`` and ``vmap``
+    with positions shared by the batch; ``vmap`` over per-sample positions and
+    ``torch.export`` raise a ``ValueError`` and ``fullgraph=True`` compilation fails
+    (its state lives between calls).
+
     Parameters
     ----------
     dim : int
@@ -607,6 +615,11 @@ def compiled_apply_rope(x: torch.Tensor, positions: Positions | None = None, *, 
     positions with tensor operations, in the same one-expression form (tested with
     ``fullgraph=True``).  Called inside a compiled graph or a ``torch.func`` transform,
     this function does exactly that.
+
+    Transforms (tensors; each tested, see the API page's table): ``vmap`` (per-sample
+    positions included), ``grad``, ``jvp``, ``torch.compile(fullgraph=True)``,
+    ``torch.export`` and ``meta`` tensors. Inside a transform it is
+    :func:`posenc.apply_rope` (the compiled kernel is an eager-mode speed-up).
 
     Parameters
     ----------
