@@ -405,6 +405,17 @@ def test_summary_table_rows(d):
     np.testing.assert_allclose(s, long, rtol=1e-12)
     _, att = scales(dict(p, attention_factor=1.25), seq_len=L, max_position_embeddings=8 * L)
     assert att == 1.25
+    # llama3 with low_freq_factor == high_freq_factor: a step at r = that factor
+    s, att = scales({"rope_type": "llama3", "factor": 16.0, "low_freq_factor": 1.0,
+                     "high_freq_factor": 1.0, "original_max_position_embeddings": L})
+    np.testing.assert_allclose(s, np.where(r < 1, 16.0, 1.0), rtol=1e-12)
+    assert att == 1.0
+    # proportional: factor for the first floor(p d / 2) pairs (whole-head spacing), 0 after
+    inv, att = rope_frequencies(d, {"rope_type": "proportional", "rope_theta": BASE,
+                                    "partial_rotary_factor": 0.25, "factor": 2.0})
+    k = int(0.25 * d // 2)
+    np.testing.assert_allclose(theta[:k] / inv[:k], 2.0, rtol=1e-12)
+    assert np.all(inv[k:] == 0) and att == 1.0
 
 
 # -- side by side ------------------------------------------------------------------
