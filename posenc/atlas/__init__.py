@@ -406,7 +406,7 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
             kwargs["layer_type"] = t
         inv, att = rope_frequencies(dim, params, **kwargs)
         theta = float(p.get("rope_theta", 10000.0))
-        plain_params = {"rope_theta": theta}
+        plain_params: dict[str, Any] = {"rope_theta": theta}
         if rope_type == "proportional":
             plain_params = {"rope_type": "proportional", "rope_theta": theta,
                             "partial_rotary_factor": p.get("partial_rotary_factor", 1.0)}
