@@ -184,6 +184,9 @@ html_search_language = _L["search_language"]
 if BOOK_LANG == "zh":
     # jieba segments the Chinese search index; the book's own terms are one word each.
     html_search_options = {"dict": str(ROOT / "docs" / "jieba_terms.txt")}
+# Without a default colour mode the theme's first script writes data-mode="" and its
+# JavaScript logs "Got invalid theme mode" for a reader who never chose one.
+html_context = {"default_mode": "auto"}
 html_theme_options = {
     "repository_url": REPO_URL,
     "repository_branch": "main",
@@ -194,9 +197,6 @@ html_theme_options = {
     "use_download_button": True,
     "use_issues_button": False,
     "home_page_in_toc": True,
-    # Without a default the theme's first script writes data-mode="" and its JavaScript
-    # logs "Got invalid theme mode" for a reader who never chose one.
-    "default_mode": "auto",
     "show_toc_level": 2,
     "article_header_end": ["lang-switch.html", "article-header-buttons.html"],
     "launch_buttons": {
