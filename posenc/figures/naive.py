@@ -19,7 +19,7 @@ add_labels({
     "naive_length": {"en": "length {n}", "zh": "长度 {n}"},
     "binary_title": {"en": "binary code", "zh": "二进制编码"},
     "sinusoid_title": {"en": "sinusoidal encoding", "zh": "正弦位置编码"},
-    "bit_j": {"en": "bit $j$", "zh": "比特 $j$"},
+    "bit_j": {"en": "bit $j$", "zh": "第 $j$ 位"},
 })
 
 

@@ -36,7 +36,7 @@ add_labels({
     "oth_col_extra": {"en": "extra numbers per layer", "zh": "每层额外数值"},
     "oth_col_beyond": {"en": "past the training length", "zh": "超出训练长度时"},
     "oth_col_models": {"en": "used by", "zh": "使用者"},
-    "oth_name_learned": {"en": "learned absolute", "zh": "可学习绝对位置"},
+    "oth_name_learned": {"en": "learned absolute", "zh": "可学习位置嵌入"},
     "oth_name_sinusoidal": {"en": "sinusoidal", "zh": "正弦"},
     "oth_name_shaw": {"en": "Shaw et al.", "zh": "Shaw 等"},
     "oth_name_transformer_xl": {"en": "Transformer-XL", "zh": "Transformer-XL"},
@@ -64,7 +64,7 @@ add_labels({
     "oth_beyond_nope": {"en": "nothing to extrapolate", "zh": "没有需要外推的编码"},
     "oth_table_note": {"en": "Counts for n = {n} tokens, d_model = {d}, {h} heads, {l} layers, "
                              "a learned table of {L} rows, Shaw's k = {k}, T5's {b} buckets.",
-                       "zh": "计数条件：n = {n} 个词元，d_model = {d}，{h} 个头，{l} 层，可学习表 {L} "
+                       "zh": "计数条件：n = {n} 个词元，d_model = {d}，{h} 个头，{l} 层，可学习位置嵌入 {L} "
                              "行，Shaw 的 k = {k}，T5 的 {b} 个桶。"},
 })
 

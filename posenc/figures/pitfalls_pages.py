@@ -20,7 +20,7 @@ __all__ = [
 ]
 
 add_labels({
-    "pit_pair": {"en": "pair index $i$", "zh": "维度对序号 $i$"},
+    "pit_pair": {"en": "pair index $i$", "zh": "维度对编号 $i$"},
     "pit_wavelength": {"en": "wavelength (positions)", "zh": "波长（位置数）"},
     "pit_correct": {"en": "correct: $2\\pi\\,\\mathrm{base}^{2i/d}$",
                     "zh": "正确：$2\\pi\\,\\mathrm{base}^{2i/d}$"},
