@@ -4,8 +4,10 @@
   points are stated as mistakes, with public sightings, never as "note 001 says".
 * The references page lists only cited works, and every entry of docs/references.bib
   is cited by some English page (the Chinese pages cite the same keys: parity).
-* Chinese prose keeps one term per concept (banned terms) and leaves no stray lowercase
-  English words outside code, math, roles and links; the Chinese figure labels too.
+* Chinese prose keeps one term per concept (banned terms), leaves no stray lowercase
+  English words and no capitalised English word that is not a name (model, library,
+  person, unit) outside code, math, roles and links, puts no space between two Chinese
+  characters, and writes context lengths 8K/128K; the Chinese figure labels too.
 
 Each rule is a pure function of a text, so the tests below also check that the rule
 catches the phrasings it is meant to catch and leaves legitimate words alone.
@@ -145,6 +147,28 @@ BANNED_ZH = {
     "性能指标": "性能底线（floors）",
     "草稿区": "临时缓冲区",
     "用例": "场景",
+    "底数": "基数（RoPE 和正弦编码的 base）",
+    "图像块": "图块",
+    "小块": "图块",
+    "热图": "热力图",
+    "代码单元": "单元格",
+    "原始窗口": "原始上下文窗口",
+    "零样本": "不经训练直接套用",
+    "维度对序号": "维度对编号",
+    "比特": "第 j 位",
+    "可学习表": "可学习位置嵌入",
+    "可学习的位置表": "可学习位置嵌入",
+    "可学习绝对位置": "可学习位置嵌入",
+    "可学习的绝对位置": "可学习位置嵌入",
+    "Vision Transformer": "视觉 Transformer（ViT）",
+    "English 版本": "英文版",
+}
+
+# Variants that need a pattern: (pattern, what it matches) -> the book's term.
+BANNED_ZH_PATTERNS = {
+    (r"(?<!代码)单元(?!格|测试)", "单元"): "单元格",
+    (r"一对维度(?!对)|第 \$?\w\$? 对维度|\d+ 对维度(?!对)", "对每一对维度"): "维度对（每个维度对、第 i 个维度对）",
+    (r"`\s*×\s*`\w", "× `clone` 简写"): "是 `x.clone()` 的 … 倍",
 }
 
 # English words that may stand in Chinese prose: names and terms of art that have no
@@ -155,6 +179,30 @@ ALLOWED_LOWERCASE = {
     "sin", "cos", "logits", "ms",
 }
 
+# Capitalised English words that may stand in Chinese prose: names of models, libraries,
+# people, datasets and companies, acronyms and units.  Anything else (English, Vision,
+# Transformers as a library name, a sentence's first word) is an untranslated word.
+# A hyphenated or dotted name is checked part by part (GPT-NeoX: GPT, NeoX); single
+# letters (8K, C++, row (E)) and parts that start with a digit are not words.
+ALLOWED_NAMES = {
+    # models and methods
+    "ALiBi", "BERT", "BLOOM", "DeepSeek", "GPT", "NeoX", "Gemma", "Kimi", "K2", "LLaMA",
+    "Llama", "LongRoPE", "MAE", "MPT", "Mistral", "NTK", "NoPE", "PI", "Phi", "Qwen2",
+    "Qwen2.5", "Qwen3", "VL", "RoFormer", "RoPE", "Axial", "SmolLM3", "T5", "Transformer",
+    "XL", "ViT", "Base", "Large", "YaRN", "V2", "V3", "AdamW", "SGD",
+    # libraries, tools, systems, companies, datasets
+    "PyTorch", "NumPy", "Python", "MyST", "NB", "Linux", "Meta", "README", "WMT", "BLEU",
+    "WikiText", "SHA", "F821", "AllenNLP",
+    # people
+    "Chen", "Heo", "Kazemnejad", "Liu", "Peng", "Press", "Shaw", "Vaswani",
+    # acronyms and units
+    "API", "CPU", "GPU", "KV", "NaN", "GB", "MB", "KiB", "MiB",
+    # symbols written outside math in figure labels: PE(p)
+    "PE",
+}
+# Names of more than one word, removed before the word check.
+ALLOWED_NAME_PHRASES = ("Hugging Face", "The Annotated Transformer", "AI Stack Exchange")
+
 CJK = re.compile(r"[\u4e00-\u9fff]")
 CODE_FENCE = re.compile(r"^(`{3,}|~{3,})\s*(.*)$")
 KEEP_BLOCKS = ("{glue:figure}", "{figure}", "{note}", "{tip}", "{warning}", "{admonition}",
@@ -162,8 +210,12 @@ KEEP_BLOCKS = ("{glue:figure}", "{figure}", "{note}", "{tip}", "{warning}", "{ad
                "{epigraph}", "{glossary}")
 
 
-def zh_prose(text: str) -> str:
-    """The prose of a MyST page: no code, math, roles, links, labels or options."""
+def zh_prose(text: str, fill: str = " ") -> str:
+    """The prose of a MyST page: no code, math, roles, links, labels or options.
+
+    Each removed piece becomes ``fill``: a space for the word checks, a placeholder for
+    the spacing check (a space left by a removed role is not a space in the text).
+    """
     out: list[str] = []
     lines = text.split("\n")
     i = 0
@@ -214,17 +266,17 @@ def zh_prose(text: str) -> str:
             continue
         out.append(line)
     prose = "\n".join(out)
-    prose = re.sub(r"\{[\w:-]+\}`[^`]*`", " ", prose)          # roles
-    prose = re.sub(r"``.*?``|`[^`]*`", " ", prose)             # inline code
-    prose = re.sub(r"\$\$.*?\$\$|\$[^$\n]*\$", " ", prose, flags=re.DOTALL)  # math
-    prose = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", " ", prose)     # links, text included
-    prose = re.sub(r"https?://\S+", " ", prose)
-    prose = re.sub(r"<[^>]+>", " ", prose)                     # HTML tags
+    prose = re.sub(r"\{[\w:-]+\}`[^`]*`", fill, prose)          # roles
+    prose = re.sub(r"``.*?``|`[^`]*`", fill, prose)             # inline code
+    prose = re.sub(r"\$\$.*?\$\$|\$[^$\n]*\$", fill, prose, flags=re.DOTALL)  # math
+    prose = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", fill, prose)     # links, text included
+    prose = re.sub(r"https?://\S+", fill, prose)
+    prose = re.sub(r"<[^>]+>", fill, prose)                     # HTML tags
     # a quoted English example ("man bites dog") and an English gloss of the term just
     # before it, in full-width brackets (即时执行（eager）), are deliberate
-    prose = re.sub(r"[“\"][ -~]+?[”\"]", " ", prose)
-    prose = re.sub(r"\*[A-Za-z][ -)+-~]*?\*", " ", prose)     # *dog*: a word as a word
-    prose = re.sub(r"（[A-Za-z][A-Za-z0-9 ,、/-]*）", " ", prose)
+    prose = re.sub(r"[“\"][ -~]+?[”\"]", fill, prose)
+    prose = re.sub(r"\*[A-Za-z][ -)+-~]*?\*", fill, prose)     # *dog*: a word as a word
+    prose = re.sub(r"（[A-Za-z][A-Za-z0-9 ,、/-]*）", fill, prose)
     return prose
 
 
@@ -246,7 +298,42 @@ def stray_english(prose: str) -> list[str]:
 def banned_hits(text: str) -> list[str]:
     # a term quoted as a term (本书统一用“维度对”，别处也叫“分量对”) is a mention, not a use
     text = re.sub(r"“[^”]{1,8}”", " ", text)
-    return [f"{bad} (use {good})" for bad, good in BANNED_ZH.items() if bad in text]
+    hits = [f"{bad} (use {good})" for bad, good in BANNED_ZH.items() if bad in text]
+    hits += [f"{name} (use {good})" for (pattern, name), good in BANNED_ZH_PATTERNS.items()
+             if re.search(pattern, text)]
+    return hits
+
+
+CJK_CHAR = "\u4e00-\u9fff，。、；：？！（）“”《》"
+CJK_SPACE = re.compile(f"[{CJK_CHAR}][ \t\u3000]+[{CJK_CHAR}]")
+PLACEHOLDER = "\ue000"   # stands for a removed role, code span or formula
+
+
+def cjk_space_hits(prose: str) -> list[str]:
+    """Spaces between two Chinese characters (a line break is dropped by the build)."""
+    return [prose[max(m.start() - 8, 0):m.end() + 8].replace(PLACEHOLDER, "…")
+            for m in CJK_SPACE.finditer(prose)]
+
+
+def capitalised_english(prose: str) -> list[str]:
+    """Capitalised English words in Chinese prose that are not allowed names."""
+    for phrase in ALLOWED_NAME_PHRASES:
+        prose = prose.replace(phrase, " ")
+    hits = []
+    for match in WORD.finditer(prose):
+        for part in re.split(r"[-./'+]", match.group()):
+            if (len(part) > 1 and part[0].isupper() and re.search(r"[A-Za-z]", part[1:])
+                    and part not in ALLOWED_NAMES):
+                hits.append(part)
+    return hits
+
+
+LOWER_K = re.compile(r"(?<![\w.])\d+k\b")
+
+
+def lowercase_k_hits(prose: str) -> list[str]:
+    """Context lengths written 8k/128k: the book writes 8K/128K, as Meta does."""
+    return LOWER_K.findall(prose)
 
 
 def test_zh_prose_strips_code_math_roles_and_links():
@@ -280,6 +367,93 @@ def test_banned_terms_rule():
     assert banned_hits("别的资料里也叫“分量对”，本书统一用“维度对”") == []
 
 
+# Phrasings the first Chinese pages had (8049155), each a variant the book replaced.
+@pytest.mark.parametrize(
+    "phrase, banned",
+    [("轴向模型的底数取 100", "底数"), ("则每个图像块一行", "图像块"),
+     ("切成 $16 \\times 16$ 的小块", "小块"), ("第 1 个头偏置的下三角热图", "热图"),
+     ("执行缓存以代码单元为键", "代码单元"), ("下面的单元用同一个 `ModelConfig`", "单元"),
+     ("之后在原始窗口内的质量保持得较好", "原始窗口"), ("没有哪条零样本规则", "零样本"),
+     ("1. 平移 $k$ 个位置——对每一对维度做一次旋转", "对每一对维度"),
+     ("$\\mathrm{PE}(p)$ 的第 $i$ 对维度是点", "对每一对维度"),
+     ("256 对维度全都存着同样的值", "对每一对维度"),
+     ("不加编码（NoPE）、可学习表、正弦编码", "可学习表"),
+     ("可学习的位置表失败得更早", "可学习的位置表"),
+     ("Vision Transformer 把图像切成图块", "Vision Transformer"),
+     ("跳转到同一页的 English 版本", "English 版本"),
+     ("（{glue:text}`bench_rotate_half_vs_clone:.1f` × `clone`）", "× `clone` 简写")],
+)
+def test_banned_terms_rule_catches_the_old_variants(phrase, banned):
+    assert any(hit.startswith(f"{banned} (use") for hit in banned_hits(phrase)), phrase
+
+
+@pytest.mark.parametrize(
+    "phrase",
+    ["单元格在这个解上检验", "本包的单元测试", "每个维度对各做一次旋转", "第 $i$ 个维度对",
+     "一对维度对", "基数取 100", "图块按光栅顺序编号", "热力图", "原始上下文窗口",
+     "可学习位置嵌入", "视觉 Transformer（ViT）", "英文版", "是 `x.clone()` 的 1.3 倍",
+     "{glue:text}`md_side` × {glue:text}`md_side`", "512 × 512 时"],
+)
+def test_banned_terms_rule_leaves_the_book_terms(phrase):
+    assert banned_hits(phrase) == [], phrase
+
+
+def _spacing_prose(text: str) -> str:
+    return zh_prose(text, fill=PLACEHOLDER)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("`posenc` 的 交错布局耗时", 1), ("编译后的 对半布局在 float32 下", 1),
+     ("模型从此走单内核的 交错布局的路径。", 1), ("两个核　心", 1),
+     ("`posenc` 的交错布局耗时", 0), ("在 float32 下，第 1 行", 0),
+     ("即时执行（eager）方式", 0), ("{glue:text}`a` 和 {glue:text}`b` 倍", 0),
+     ("每一行都\n包含全部维度对", 0), ("它们在 `posenc.torch` 中", 0)],
+)
+def test_cjk_space_rule(text, expected):
+    assert len(cjk_space_hits(_spacing_prose(text))) == expected, text
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("每页顶部的按钮可以跳转到同一页的 English 版本", ["English"]),
+     ("Vision Transformer 把图像切成图块", ["Vision"]),
+     ("Hugging Face Transformers 中 BLOOM 的实现", ["Transformers"]),
+     ("The encoding 是这样", ["The"]),
+     ("GPT-NeoX、Qwen2-VL、DeepSeek-V3、Phi-3-mini、NTK-aware 与 Kimi K2", []),
+     ("Hugging Face 的代码；The Annotated Transformer；8K 与 128K；C++ 编译器", []),
+     ("Press 等人、Chen 等人；`Qwen2VLRotaryEmbedding`；$\\mathrm{PE}$", [])],
+)
+def test_capitalised_english_rule(text, expected):
+    assert capitalised_english(zh_prose(text)) == expected
+
+
+def test_lowercase_k_rule():
+    assert lowercase_k_hits(zh_prose("在 8k 上下文里，128k 个词元；Phi-3 128k 版本")) == [
+        "8k", "128k", "128k"]
+    text = "8K 到 128K；{glue:text}`rope_full_turns_10k_8k`；`{\"8k\": 8_192}`"
+    assert lowercase_k_hits(zh_prose(text)) == []
+
+
+@pytest.mark.parametrize("page", ZH_PAGES, ids=_rel)
+def test_zh_prose_has_no_space_between_chinese_characters(page):
+    hits = cjk_space_hits(_spacing_prose(page.read_text(encoding="utf-8")))
+    assert not hits, f"{_rel(page)}: a space between two Chinese characters: {hits}"
+
+
+@pytest.mark.parametrize("page", ZH_PAGES, ids=_rel)
+def test_zh_prose_has_no_untranslated_capitalised_words(page):
+    hits = capitalised_english(zh_prose(page.read_text(encoding="utf-8")))
+    assert not hits, (f"{_rel(page)}: capitalised English words that are not names "
+                      f"(translate them, or add a real name to ALLOWED_NAMES): {hits}")
+
+
+@pytest.mark.parametrize("page", ZH_PAGES, ids=_rel)
+def test_zh_prose_writes_context_lengths_with_capital_k(page):
+    hits = lowercase_k_hits(zh_prose(page.read_text(encoding="utf-8")))
+    assert not hits, f"{_rel(page)}: write 8K/128K, not {hits}"
+
+
 @pytest.mark.parametrize("page", ZH_PAGES, ids=_rel)
 def test_zh_page_uses_the_book_terms(page):
     text = page.read_text(encoding="utf-8")
@@ -304,11 +478,11 @@ def zh_labels(source: str) -> list[str]:
     return labels
 
 
-def label_prose(label: str) -> str:
-    label = re.sub(r"\$[^$]*\$", " ", label)            # math
-    label = re.sub(r"\{[^{}]*\}", " ", label)           # format fields
-    label = re.sub(r"`[^`]*`", " ", label)
-    return re.sub(r"（[A-Za-z][A-Za-z0-9 ,、/-]*）", " ", label)   # an English gloss
+def label_prose(label: str, fill: str = " ") -> str:
+    label = re.sub(r"\$[^$]*\$", fill, label)            # math
+    label = re.sub(r"\{[^{}]*\}", fill, label)           # format fields
+    label = re.sub(r"`[^`]*`", fill, label)
+    return re.sub(r"（[A-Za-z][A-Za-z0-9 ,、/-]*）", fill, label)   # an English gloss
 
 
 @pytest.mark.parametrize("module", FIGURE_MODULES, ids=_rel)
@@ -318,6 +492,9 @@ def test_zh_figure_labels_use_the_book_terms(module):
     for text in labels:
         problems += banned_hits(text)
         problems += stray_english(label_prose(text))
+        problems += capitalised_english(label_prose(text))
+        problems += cjk_space_hits(label_prose(text, fill=PLACEHOLDER))
+        problems += lowercase_k_hits(label_prose(text))
         if re.search(r"[\u4e00-\u9fff]\s*[()]", text):
             problems.append(f"half-width bracket in {text!r} (use （ ）)")
     assert not problems, f"{_rel(module)}: {problems}"
