@@ -40,7 +40,7 @@ ROLE = re.compile(r"\{(?P<role>[\w:.-]+)\}`(?P<body>[^`]*)`")
 LABEL_TARGET = re.compile(r"^\s*\([^()\s]+\)=\s*$")
 DOLLAR_LABEL = re.compile(r"^(?P<math>.*)\$\$\s*\((?P<label>[^()\s]+)\)\s*$")
 OPTION = re.compile(r"^:(?P<key>[\w-]+):\s*(?P<value>.*)$")
-TITLED = re.compile(r"^(?P<title>.*?)\s*<(?P<target>[^<>]+)>$")
+TITLED = re.compile(r"^(?P<title>.*?)\s*<(?P<target>[^<>]+)>$", re.S)
 
 INSTALL_INTRO = {
     "en": (
@@ -287,46 +287,51 @@ def _tag_closing(line: str, resolver: Resolver) -> str:
 def _render_lines(lines: list[str], glue: dict[str, Any], resolver: Resolver,
                   attachments: dict[str, dict[str, str]]) -> list[str]:
     out: list[str] = []
+    prose: list[str] = []  # a run of prose lines: a role may span a line break
+
+    def flush() -> None:
+        if prose:
+            out.extend(render_inline("\n".join(prose), glue, resolver).split("\n"))
+            prose.clear()
+
     i = 0
     in_math = False
     while i < len(lines):
         line = lines[i]
+        stripped = line.strip()
         m = FENCE.match(line)
-        if m and not in_math:
+        if in_math:
+            if "$$" in stripped:  # the closing $$, perhaps with (label)
+                in_math = False
+                line = _tag_closing(line, resolver)
+            out.append(line)
+        elif m:
+            flush()
             fence = m["fence"]
-            body: list[str] = []
             j = i + 1
             while j < len(lines) and lines[j].strip() != fence:
-                body.append(lines[j])
                 j += 1
             if j >= len(lines):
                 raise ConversionError(f"unclosed fence {fence} at {line!r}")
-            block = _parse_directive(m["info"], body)
+            block = _parse_directive(m["info"], lines[i + 1:j])
             if block is None:  # an ordinary code fence: kept as it is
                 out += lines[i:j + 1]
             else:
                 out += _render_block(block, glue, resolver, attachments)
-            i = j + 1
-            continue
-        stripped = line.strip()
-        if not in_math and (LABEL_TARGET.match(line) or stripped.startswith("%")):
-            i += 1
-            continue
-        if not in_math and stripped.startswith("$$"):
+            i = j
+        elif LABEL_TARGET.match(line) or stripped.startswith("%"):
+            flush()
+        elif stripped.startswith("$$"):
+            flush()
             if "$$" in stripped[2:]:  # $$ ... $$ on one line, perhaps with (label)
                 out.append(_tag_closing(line, resolver))
             else:
                 in_math = True
                 out.append(line)
-            i += 1
-            continue
-        if in_math and "$$" in stripped:  # the closing $$, perhaps with (label)
-            in_math = False
-            out.append(_tag_closing(line, resolver))
-            i += 1
-            continue
-        out.append(line if in_math else render_inline(line, glue, resolver))
+        else:
+            prose.append(line)
         i += 1
+    flush()
     return out
 
 
@@ -467,8 +472,15 @@ class SphinxResolver(Resolver):
     def _url(self, docname: str, anchor: str | None = None) -> str:
         return self.base + docname + ".html" + (f"#{anchor}" if anchor else "")
 
-    def _fail(self, what: str) -> ConversionError:
-        return ConversionError(f"{self.page}: {what} is not defined in this build")
+    def _missing(self, what: str, text: str) -> Link:
+        """A reference this build cannot resolve: a warning (an error under -W, as in every
+        full build) and plain text, so a one-page preview still gets its notebook."""
+        from sphinx.util import logging
+
+        logging.getLogger(__name__).warning(
+            "notebook of %s: %s is not defined in this build", self.page, what,
+            location=(self.page, None), type="posenc", subtype="notebook")
+        return Link(text)
 
     def ref(self, label: str, title: str | None) -> Link:
         label = label.lower()
@@ -478,20 +490,22 @@ class SphinxResolver(Resolver):
         if label in self.std.anonlabels and title:
             doc, anchor = self.std.anonlabels[label]
             return Link(title, self._url(doc, anchor))
-        raise self._fail(f"the label {label!r}")
+        return self._missing(f"the label {label!r}", title or label)
 
-    def _fignumber(self, doc: str, anchor: str) -> tuple[str, str]:
+    def _fignumber(self, doc: str, anchor: str) -> tuple[str, str] | None:
         for figtype, numbers in self.env.toc_fignumbers.get(doc, {}).items():
             if anchor in numbers:
                 return figtype, ".".join(map(str, numbers[anchor]))
-        raise self._fail(f"a number for {anchor!r}")
+        return None
 
     def numref(self, label: str, title: str | None) -> Link:
         label = label.lower()
-        if label not in self.std.anonlabels:
-            raise self._fail(f"the label {label!r}")
+        found = self._fignumber(*self.std.anonlabels[label]) if (
+            label in self.std.anonlabels) else None
+        if found is None:
+            return self._missing(f"a numbered target {label!r}", title or label)
         doc, anchor = self.std.anonlabels[label]
-        figtype, number = self._fignumber(doc, anchor)
+        figtype, number = found
         fmt = title or self.numfig.get(figtype, "%s")
         text = fmt.replace("%s", number).replace("{number}", number)
         return Link(text, self._url(doc, anchor))
@@ -503,20 +517,20 @@ class SphinxResolver(Resolver):
     def eq(self, label: str) -> Link:
         entry = self.math.equations.get(label)
         if entry is None:
-            raise self._fail(f"the equation {label!r}")
+            return self._missing(f"the equation {label!r}", f"({label})")
         doc, number = entry
         return Link(f"({number})", self._url(doc, f"equation-{label}"))
 
     def doc(self, docname: str, title: str | None) -> Link:
         docname = docname.lstrip("/").removesuffix(".md")
         if docname not in self.env.titles:
-            raise self._fail(f"the page {docname!r}")
+            return self._missing(f"the page {docname!r}", title or docname)
         return Link(title or self.env.titles[docname].astext(), self._url(docname))
 
     def term(self, term: str, title: str | None) -> Link:
         entry = self.std.objects.get(("term", term)) or self.std._terms.get(term.lower())
         if entry is None:
-            raise self._fail(f"the glossary term {term!r}")
+            return self._missing(f"the glossary term {term!r}", title or term)
         doc, anchor = entry[0], entry[1]
         return Link(title or term, self._url(doc, anchor))
 
@@ -539,7 +553,8 @@ class SphinxResolver(Resolver):
         for key in keys:
             citation = by_key.get(key)
             if citation is None:
-                raise self._fail(f"the citation {key!r}")
+                parts.append(self._missing(f"the citation {key!r}", key).markdown())
+                continue
             author, year = _author_year(citation.entry)
             url = self._url(citation.bibliography_key.docname, citation.citation_id)
             if textual:
@@ -557,10 +572,10 @@ class SphinxResolver(Resolver):
         if label not in self.std.anonlabels:
             return ""
         doc, anchor = self.std.anonlabels[label]
-        try:
-            figtype, number = self._fignumber(doc, anchor)
-        except ConversionError:
+        found = self._fignumber(doc, anchor)
+        if found is None:
             return ""
+        figtype, number = found
         return self.numfig.get(figtype, "%s").replace("%s", number) + " "
 
 
@@ -588,9 +603,13 @@ def write_notebook(app, pagename: str, data_files: list[str]) -> str:
     cfg = app.config
     executed = _executed_path(app, pagename)
     if not executed.is_file():
-        raise ConversionError(
-            f"{pagename}: no executed notebook at {executed} (it is saved when the page is "
-            "executed or read from the execution cache; rebuild with -E)")
+        from sphinx.util import logging
+
+        logging.getLogger(__name__).warning(
+            "no notebook for %s: no executed notebook at %s (it is saved when the page is "
+            "executed or read from the execution cache; rebuild with -E)", pagename, executed,
+            location=(pagename, None), type="posenc", subtype="notebook")
+        return pagename + ".ipynb"
     nb = nbformat.read(executed, as_version=4)
     glue = dict(nb.metadata.pop("posenc_glue", {}) or {})
     title = app.env.titles[pagename].astext() if pagename in app.env.titles else pagename
@@ -600,8 +619,17 @@ def write_notebook(app, pagename: str, data_files: list[str]) -> str:
         url=site + pagename + ".html", repo=cfg.posenc_repo_url, ref=cfg.posenc_repo_ref,
         data_files=data_files,
     )
-    out = convert(nb, glue, SphinxResolver(app, pagename), install)
     target = Path(app.outdir, "_sources", pagename + ".ipynb")
+    try:
+        out = convert(nb, glue, SphinxResolver(app, pagename), install)
+    except ConversionError as exc:  # a warning: -W fails the build, a preview goes on
+        from sphinx.util import logging
+
+        logging.getLogger(__name__).warning(
+            "no notebook for %s: %s", pagename, exc, location=(pagename, None),
+            type="posenc", subtype="notebook")
+        target.unlink(missing_ok=True)
+        return pagename + ".ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(nbformat.writes(out) + "\n", encoding="utf-8")
     return pagename + ".ipynb"

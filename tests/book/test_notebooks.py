@@ -105,6 +105,12 @@ def test_references_become_links_to_the_published_pages():
     )
 
 
+def test_a_role_may_span_a_line_break():
+    text, _ = md("See {ref}`the end of\nthe chapter <lc-summary>` and {glue:text}`ratio:.1f`.")
+    b = FakeResolver.base
+    assert text == f"See [the end of\nthe chapter]({b}p.html#lc-summary) and 0.1."
+
+
 def test_citations_textual_and_parenthetical():
     text, _ = md("{cite:t}`su2021` and {cite}`a2020,b2022`")
     assert "[su2021 (2021)]" in text and "[a2020 (2021)]" in text and "[b2022 (2021)]" in text
