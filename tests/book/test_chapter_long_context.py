@@ -503,3 +503,32 @@ def test_entropy_figure_marks_the_plain_entropy_at_L():
 def test_figure_bad_curves(curves):
     with pytest.raises(ValueError):
         lcf.long_context_scales_figure(curves, 10)
+
+
+def test_llama31_file_layout_reads_into_the_rope_parameters_shown():
+    """The page shows Llama 3.1's settings as a transformers-4 file stores them (rope_scaling
+    beside a top-level rope_theta) and as transformers 5 reads them (rope_parameters)."""
+    import copy
+
+    from transformers import LlamaConfig
+
+    dim, max_pos, llama31 = lc.PUBLISHED_ROPE_PARAMETERS["Llama 3.1"]
+    published = {
+        "max_position_embeddings": max_pos,
+        "rope_theta": llama31["rope_theta"],
+        "rope_scaling": {k: v for k, v in llama31.items() if k != "rope_theta"},
+    }
+    before = copy.deepcopy(published)
+    loaded = LlamaConfig(**copy.deepcopy(published)).rope_parameters
+    assert loaded == llama31
+    assert "rope_theta" not in before["rope_scaling"]
+    # transformers edits the dict it is given (why the page passes a copy)
+    LlamaConfig(**published)
+    assert published != before
+    # an old file's "type" is read as "rope_type"
+    old = copy.deepcopy(before)
+    old["rope_scaling"]["type"] = old["rope_scaling"].pop("rope_type")
+    assert LlamaConfig(**old).rope_parameters["rope_type"] == "llama3"
+    inv_a, att_a = rope_frequencies(dim, loaded)
+    inv_b, att_b = rope_frequencies(dim, llama31)
+    assert np.array_equal(inv_a, inv_b) and att_a == att_b
