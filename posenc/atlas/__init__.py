@@ -42,6 +42,7 @@ __all__ = [
     "atlas_entry",
     "atlas_names",
     "format_description",
+    "llama4_attention_temperature",
     "ATLAS_DIR",
 ]
 
@@ -451,6 +452,61 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
         factor=None if rule in ("default",) or factor is None else float(factor),
         notes=tuple(notes),
     )
+
+
+def llama4_attention_temperature(positions, floor_scale: float = 8192.0,
+                                 attn_scale: float = 0.1) -> np.ndarray:
+    r"""Llama 4's query temperature in its NoPE layers, one value per position.
+
+    Meta's reference code (llama-models, ``models/llama4/model.py``) multiplies the
+    query of each NoPE layer at position :math:`p` (counted from 0) by
+
+    .. math:: \tau(p) = 1 + s\,\ln\bigl(\lfloor (p + 1) / F \rfloor + 1\bigr)
+
+    with :math:`F` = ``floor_scale`` (8192) and :math:`s` = ``attn_scale`` (0.1), when
+    ``attn_temperature_tuning`` is on.  It is exactly 1 for the first :math:`F - 1`
+    positions and grows by steps of :math:`F` tokens, logarithmically.
+
+    Parameters
+    ----------
+    positions : int or array_like of int
+        Positions, ``>= 0``.
+    floor_scale : float, optional
+        :math:`F`, ``> 0``.
+    attn_scale : float, optional
+        :math:`s`, ``>= 0``.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, the shape of ``positions``.
+
+    Raises
+    ------
+    TypeError
+        If ``positions`` are not integers.
+    ValueError
+        If a position is negative, ``floor_scale <= 0`` or ``attn_scale < 0``.
+
+    Examples
+    --------
+    >>> llama4_attention_temperature([0, 8190, 8191, 16382]).tolist()
+    [1.0, 1.0, 1.0693147180559945, 1.0693147180559945]
+    """
+    p = np.asarray(positions)
+    if p.dtype == bool or not np.issubdtype(p.dtype, np.integer):
+        raise TypeError(f"positions must be integers, got dtype {p.dtype}")
+    if p.size and p.min() < 0:
+        raise ValueError(f"positions must be >= 0, got {int(p.min())}")
+    for name, value, low in (("floor_scale", floor_scale, None), ("attn_scale", attn_scale, 0.0)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+            raise TypeError(f"{name} must be a finite real number, got {value!r}")
+    if floor_scale <= 0:
+        raise ValueError(f"floor_scale must be > 0, got {floor_scale}")
+    if attn_scale < 0:
+        raise ValueError(f"attn_scale must be >= 0, got {attn_scale}")
+    p = p.astype(np.float64)
+    return np.log(np.floor((p + 1.0) / float(floor_scale)) + 1.0) * float(attn_scale) + 1.0
 
 
 def load_config(path: str | Path) -> dict[str, Any]:

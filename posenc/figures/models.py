@@ -9,8 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from ._style import add_labels, label, new_figure
+from ._tables import BookTable
 
-__all__ = ["model_spectrum_figure", "atlas_wavelength_figure"]
+__all__ = ["model_spectrum_figure", "atlas_wavelength_figure", "atlas_table",
+           "temperature_figure"]
 
 add_labels({
     "models_pair": {"en": "pair $i$", "zh": "维度对 $i$"},
@@ -22,9 +24,36 @@ add_labels({
     "models_no_turn": {"en": "frequency 0 (never turns)", "zh": "频率为 0（不旋转）"},
     "models_longest_over_length": {"en": "longest wavelength / training length",
                                    "zh": "最长波长 / 训练长度"},
-    "models_rotated_fraction": {"en": "rotated fraction of the head",
-                                "zh": "被旋转的特征占比"},
+    "models_col_model": {"en": "model", "zh": "模型"},
+    "models_col_type": {"en": "rope type", "zh": "类型"},
+    "models_col_base": {"en": "base", "zh": "基数"},
+    "models_col_rotated": {"en": "rotated", "zh": "旋转的特征"},
+    "models_col_scaling": {"en": "scaling", "zh": "缩放"},
+    "models_col_lengths": {"en": "trained / configured", "zh": "训练 / 配置长度"},
+    "models_col_layers": {"en": "layers", "zh": "层"},
+    "models_col_longest": {"en": "longest λ / L", "zh": "最长波长 / L"},
+    "models_col_turning": {"en": "pairs turning in L", "zh": "L 内转满一圈的维度对"},
+    "models_table_note": {
+        "en": "λ: wavelength of the slowest pair of the global layers as pretrained; "
+              "L: training length (the original length of a scaled model). "
+              "-: the config does not say.",
+        "zh": "λ：全局层最慢维度对在预训练时的波长；L：训练长度（做过缩放的模型取原始长度）。"
+              "-：配置中没有这一项。"},
+    "models_sliding": {"en": "sliding", "zh": "滑动窗口"},
+    "models_chunked": {"en": "chunked", "zh": "分块"},
+    "models_global": {"en": "global", "zh": "全局"},
+    "models_nope_global": {"en": "NoPE global", "zh": "NoPE 全局"},
+    "models_none": {"en": "none", "zh": "无"},
+    "models_position": {"en": "position $p$ + 1 (tokens)", "zh": "位置 $p$ + 1（词元）"},
+    "models_temperature": {"en": "query multiplier $\\tau(p)$", "zh": "查询的乘数 $\\tau(p)$"},
+    "models_layer_full": {"en": "global layers", "zh": "全局层"},
+    "models_layer_sliding": {"en": "sliding-window layers", "zh": "滑动窗口层"},
+    "models_layer_all": {"en": "all layers", "zh": "所有层"},
+    "models_layer_chunked": {"en": "chunked layers", "zh": "分块注意力层"},
 })
+
+_LAYER_TITLE = {"full_attention": "models_layer_full", "sliding_attention": "models_layer_sliding",
+                "chunked_attention": "models_layer_chunked", "all": "models_layer_all"}
 
 
 def _check_description(d, name="description"):
@@ -37,36 +66,42 @@ def _check_description(d, name="description"):
 def model_spectrum_figure(description):
     """Wavelength of every pair of each RoPE layer type, before and after scaling.
 
-    One panel per layer type that uses RoPE: the wavelength :math:`2\\pi/\\theta_i`
-    as pretrained and with the long-context rule (log scale), the training length as
-    a line, and the pairs with frequency 0 (proportional RoPE) marked along the top.
+    One panel per layer type that uses RoPE, stacked (so that the figure stays legible
+    on a phone): the wavelength :math:`2\\pi/\\theta_i` as pretrained and with the
+    long-context rule (log scale), the training length as a line, and the pairs with
+    frequency 0 (proportional RoPE) marked along the top.
     """
     _check_description(description)
     layers = description.layers
-    fig, axes = new_figure(1, len(layers), figsize=(6.4 if len(layers) == 1 else 9.6, 3.6),
-                           squeeze=False)
+    fig, axes = new_figure(len(layers), 1, figsize=(5.2, 0.6 + 2.9 * len(layers)), squeeze=False)
     length = description.training_length
-    for ax, layer in zip(axes[0], layers):
+    for ax, layer in zip(axes[:, 0], layers):
         i = np.arange(layer.inv_freq.size)
         for inv, key, style in ((layer.plain_inv_freq, "models_pretrained", "o"),
                                 (layer.inv_freq, "models_scaled", "x")):
             turning = inv > 0
-            ax.semilogy(i[turning], 2 * np.pi / inv[turning], style, ms=3, label=label(key))
+            ax.semilogy(i[turning], 2 * np.pi / inv[turning], style, ms=3.5, label=label(key))
         if np.any(layer.inv_freq == 0):
             top = 2 * np.pi / layer.plain_inv_freq[layer.plain_inv_freq > 0].min()
             zero = i[layer.inv_freq == 0]
             ax.plot(zero, np.full(zero.size, top * 4), "|", color="0.5", label=label("models_no_turn"))
         if length is not None:
             ax.axhline(length, color="0.3", lw=1, ls="--", label=label("models_training_length"))
-        ax.set_title(f"{description.name}: {layer.layer_type}", fontsize=9)
+        title = label(_LAYER_TITLE[layer.layer_type]) if layer.layer_type in _LAYER_TITLE else layer.layer_type
+        ax.set_title(f"{description.name.split(' (')[0]}: {title}", fontsize=10)
         ax.set_xlabel(label("models_pair"))
         ax.set_ylabel(label("models_wavelength"))
-    axes[0][0].legend(fontsize=7, loc="upper left")
+        ax.legend(fontsize=8.5, loc="upper left")
     return fig
 
 
 def atlas_wavelength_figure(descriptions):
-    """Each model's longest wavelength over its training length, and its rotated fraction."""
+    """Each model's longest wavelength over its training length, one row per model.
+
+    Models whose config gives no training length are left out.  A dot right of the
+    dashed line (ratio 1) means that the global layers' slowest pair never completed a
+    turn in pretraining.
+    """
     descriptions = list(descriptions)
     if not descriptions:
         raise ValueError("descriptions must not be empty")
@@ -75,14 +110,77 @@ def atlas_wavelength_figure(descriptions):
     known = [d for d in descriptions if d.training_length is not None]
     if not known:
         raise ValueError("descriptions must include a model with a known training length")
-    fig, ax = new_figure(figsize=(6.4, 4.2))
+    known.sort(key=lambda d: d.global_rope.longest_wavelength(scaled=False) / d.training_length)
     x = [d.global_rope.longest_wavelength(scaled=False) / d.training_length for d in known]
-    y = [d.global_rope.rotated_fraction for d in known]
-    ax.semilogx(x, y, "o")
-    for xi, yi, d in zip(x, y, known):
-        ax.annotate(d.name.split(" (")[0], (xi, yi), fontsize=7, xytext=(3, 3),
-                    textcoords="offset points")
-    ax.axvline(1.0, color="0.5", lw=1, ls="--")
+    y = np.arange(len(known))
+    fig, ax = new_figure(figsize=(5.2, 0.9 + 0.36 * len(known)))
+    ax.hlines(y, 1.0, x, color="0.75", lw=1.5)
+    ax.semilogx(x, y, "o", ms=6)
+    ax.set_yticks(y, [d.name.split(" (")[0] for d in known], fontsize=9)
+    ax.axvline(1.0, color="0.4", lw=1, ls="--")
     ax.set_xlabel(label("models_longest_over_length"))
-    ax.set_ylabel(label("models_rotated_fraction"))
+    return fig
+
+
+def _layers_words(d):
+    parts = []
+    for layer in d.layers:
+        n = "" if layer.layers is None else f"{layer.layers} "
+        if layer.window is None:
+            parts.append(n + label("models_global"))
+        else:
+            parts.append(n + label(f"models_{layer.window_kind}") + f" {layer.window:,}")
+    if d.nope_layers:
+        parts.append(f"{d.nope_layers} " + label("models_nope_global"))
+    return " + ".join(parts)
+
+
+def atlas_table(descriptions):
+    """The atlas as a table: one row per model, the columns of ``ModelDescription.row``.
+
+    Examples
+    --------
+    >>> from posenc.atlas import atlas
+    >>> t = atlas_table(atlas())
+    >>> len(t.rows) == len(atlas())
+    True
+    """
+    descriptions = list(descriptions)
+    if not descriptions:
+        raise ValueError("descriptions must not be empty")
+    for k, d in enumerate(descriptions):
+        _check_description(d, f"descriptions[{k}]")
+
+    def length(n):
+        return "-" if n is None else f"{n:,}"
+
+    rows = []
+    for d in descriptions:
+        r = d.row()
+        scaling = label("models_none") if r["scaling"] == "none" else r["scaling"]
+        ratio = r["longest_wavelength_over_length"]
+        turning = "-" if r["pairs_turning"] is None else f"{r['pairs_turning']} / {r['pairs']}"
+        rows.append([
+            d.name.split(" (")[0], r["rope_type"], r["base"], r["rotated"], scaling,
+            f"{length(r['original_length'])} / {length(r['max_length'])}",
+            _layers_words(d), "-" if ratio is None else f"{ratio:.3g}", turning,
+        ])
+    header = [label(k) for k in ("models_col_model", "models_col_type", "models_col_base",
+                                 "models_col_rotated", "models_col_scaling", "models_col_lengths",
+                                 "models_col_layers", "models_col_longest", "models_col_turning")]
+    return BookTable(header, rows, align="lllrlrlrr", note=label("models_table_note"))
+
+
+def temperature_figure(positions, temperature, chunk=None):
+    """Llama 4's NoPE-layer query multiplier against position (log x axis)."""
+    positions = np.asarray(positions)
+    temperature = np.asarray(temperature, dtype=float)
+    if positions.shape != temperature.shape or positions.ndim != 1 or positions.size == 0:
+        raise ValueError("positions and temperature must be 1-D arrays of the same non-zero length")
+    fig, ax = new_figure(figsize=(5.2, 3.4))
+    ax.semilogx(positions + 1, temperature, "-", lw=1.5)
+    if chunk is not None:
+        ax.axvline(chunk, color="0.5", lw=1, ls="--")
+    ax.set_xlabel(label("models_position"))
+    ax.set_ylabel(label("models_temperature"))
     return fig

@@ -1,0 +1,247 @@
+"""What the chapter 'models' (docs/*/models.md) states, pinned against posenc.
+
+Each test is one sentence of the chapter: the atlas's counts, the designs of DeepSeek-V3,
+Llama 4, Gemma 3/4, SmolLM3 and Qwen3, and for every reproduced bug from a public issue
+thread what the buggy code computed and what the correct code computes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import posenc
+from posenc import rope_frequencies
+from posenc.analysis import long_context as lc
+from posenc.atlas import atlas, atlas_entry, describe_config, llama4_attention_temperature
+
+
+def model(slug):
+    entry = atlas_entry(slug)
+    return entry["config"], describe_config(entry["config"], name=entry["name"])
+
+
+# -- the atlas -----------------------------------------------------------------------------
+
+
+def test_atlas_counts_and_the_exception():
+    models = atlas()
+    assert len(models) >= 15
+    assert sum(d.nope_layers > 0 for d in models) == 3          # Llama 4 x2, SmolLM3
+    assert sum(any(layer.window for layer in d.layers) for d in models) >= 8
+    assert sum(d.global_rope.rotated_fraction < 1 for d in models) == 3  # DeepSeek, Gemma 4 x2
+
+
+def test_every_model_with_a_length_has_a_slow_pair_that_never_turned():
+    for d in atlas():
+        if d.training_length is not None:
+            assert d.global_rope.longest_wavelength(scaled=False) > d.training_length, d.name
+
+
+def test_atlas_table_and_figures_in_both_languages():
+    import posenc.figures as pf
+
+    for lang in ("en", "zh"):
+        pf.set_language(lang)
+        table = pf.atlas_table(atlas())
+        assert len(table.rows) == len(atlas()) and "<table" in table._repr_html_()
+        assert pf.atlas_wavelength_figure(atlas()).axes
+    pf.set_language("en")
+    with pytest.raises(ValueError, match="must not be empty"):
+        pf.atlas_table([])
+    with pytest.raises(TypeError, match="ModelDescription"):
+        pf.atlas_table([{"name": "x"}])
+
+
+# -- DeepSeek-V3 ---------------------------------------------------------------------------
+
+
+def test_deepseek_rotates_64_of_192_and_moves_mscale_to_the_softmax():
+    config, d = model("deepseek-v3")
+    layer = d.layers[0]
+    assert (2 * layer.rotated_pairs, layer.head_dim) == (64, 192)
+    assert layer.attention_factor == 1.0
+    plain = {k: v for k, v in config["rope_parameters"].items()
+             if k not in ("mscale", "mscale_all_dim")}
+    _, yarn = rope_frequencies(64, plain)
+    assert yarn == pytest.approx(0.1 * math.log(40) + 1)
+    # the reference code: softmax_scale * mscale * mscale with mscale = 0.1 ln 40 + 1
+    assert yarn ** 2 == pytest.approx(1.8738542070926265)
+
+
+# -- Llama 4 -------------------------------------------------------------------------------
+
+
+def test_scout_layers_and_its_llama3_step():
+    _, scout = model("llama-4-scout")
+    chunked = scout.layers[0]
+    assert (chunked.layers, scout.nope_layers) == (36, 12)
+    assert chunked.window == 8192 and chunked.window_kind == "chunked"
+    step = chunked.plain_inv_freq / chunked.inv_freq
+    assert set(np.round(step, 9)) == {1.0, 16.0}
+    assert int((step == 1).sum()) == 35 and int((step > 1).sum()) == 29
+    # a step: the slowed pairs are exactly those whose wavelength exceeds 8192
+    lam = 2 * np.pi / chunked.plain_inv_freq
+    np.testing.assert_array_equal(step > 1, lam > 8192)
+
+
+def llama_models_reference(start_pos, seqlen, floor_scale=8192.0, attn_scale=0.1):
+    """The line of meta-llama/llama-models models/llama4/model.py (a9c89c4), verbatim."""
+    seq_positions = torch.arange(start_pos, start_pos + seqlen, dtype=torch.float32)
+    attn_scales = torch.log(torch.floor((seq_positions + 1.0) / floor_scale) + 1.0) * attn_scale + 1.0
+    return attn_scales
+
+
+@given(start=st.integers(0, 12_000_000), n=st.integers(1, 64),
+       floor=st.sampled_from([8192.0, 1024.0, 4096.0]), scale=st.sampled_from([0.1, 0.05, 0.2]))
+def test_llama4_temperature_equals_llama_models(start, n, floor, scale):
+    ours = llama4_attention_temperature(np.arange(start, start + n), floor, scale)
+    ref = llama_models_reference(start, n, floor, scale).double().numpy()
+    # the reference forms positions in float32: equal where float32 holds them exactly
+    np.testing.assert_allclose(ours, ref, rtol=2e-7)
+
+
+def test_llama4_temperature_values_in_the_chapter():
+    tau = llama4_attention_temperature([0, 8190, 8191, 131_071, 1_048_575, 10_485_759])
+    assert tau[0] == tau[1] == 1.0
+    np.testing.assert_allclose(tau[2:], [1 + 0.1 * math.log(2), 1 + 0.1 * math.log(17),
+                                         1 + 0.1 * math.log(129), 1 + 0.1 * math.log(1281)])
+    assert np.all(llama4_attention_temperature(np.arange(8191)) == 1.0)
+
+
+@pytest.mark.parametrize("kwargs, error, fragment", [
+    ({"positions": [0.5]}, TypeError, "integers"),
+    ({"positions": [-1]}, ValueError, ">= 0"),
+    ({"positions": [1], "floor_scale": 0}, ValueError, "floor_scale"),
+    ({"positions": [1], "attn_scale": -0.1}, ValueError, "attn_scale"),
+    ({"positions": [1], "attn_scale": "0.1"}, TypeError, "attn_scale"),
+])
+def test_llama4_temperature_bad_input(kwargs, error, fragment):
+    with pytest.raises(error, match=fragment):
+        llama4_attention_temperature(**kwargs)
+
+
+# -- Gemma, SmolLM3, Qwen3 -----------------------------------------------------------------
+
+
+def test_gemma_bases_and_gemma4_global_longest_wavelength():
+    _, g3 = model("gemma-3-27b")
+    local, glob = g3.layers
+    assert (local.rope_theta, glob.rope_theta, local.window) == (1e4, 1e6, 1024)
+    assert (local.layers, glob.layers) == (52, 10)
+    assert local.longest_wavelength() == pytest.approx(2 * np.pi * 1e4 ** (126 / 128))
+    _, g4 = model("gemma-4-31b")
+    g = g4.global_rope
+    assert (g.rotated_pairs, g.head_dim // 2) == (64, 256)
+    assert g.longest_wavelength() == pytest.approx(2 * np.pi * 1e6 ** (126 / 512))
+    assert 188 < g.longest_wavelength() < 189
+
+
+def test_smollm3_every_fourth_layer_is_nope():
+    _, smol = model("smollm3-3b")
+    assert (smol.layers[0].layers, smol.nope_layers) == (27, 9)
+
+
+def test_qwen3_static_yarn_moves_pairs_for_any_length():
+    _, q3 = model("qwen3-8b")
+    layer = q3.layers[0]
+    assert int((layer.inv_freq != layer.plain_inv_freq).sum()) == 40
+    assert layer.attention_factor == pytest.approx(0.1 * math.log(4) + 1)
+    params = atlas_entry("qwen3-8b")["config"]["rope_parameters"]
+    short, _ = rope_frequencies(128, params, seq_len=10)
+    np.testing.assert_array_equal(short, layer.inv_freq)  # static: the length does not matter
+
+
+# -- the bugs ------------------------------------------------------------------------------
+
+
+def test_25306_dynamic_ntk_stale_cache_before_and_after():
+    dyn = {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10_000.0}
+    fresh, _ = rope_frequencies(128, dyn, max_position_embeddings=4096, seq_len=100)
+    stale, _ = rope_frequencies(128, dyn, max_position_embeddings=4096, seq_len=16_384)
+    np.testing.assert_array_equal(fresh, posenc.inverse_frequencies(128, 10_000.0))
+    assert int((stale != fresh).sum()) == 63
+    assert 7.0 < np.abs(99 * (stale - fresh)).max() < 7.1
+    # transformers 5.23 resets to the original frequencies for the short prompt (the fix)
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    config = LlamaConfig(hidden_size=256, num_attention_heads=2, max_position_embeddings=4096,
+                         rope_parameters={"rope_type": "dynamic", "factor": 2.0,
+                                          "rope_theta": 10_000.0})
+    rotary = LlamaRotaryEmbedding(config)
+    x = torch.zeros(1, 1, 128)
+    rotary(x, torch.arange(16_384)[None])
+    np.testing.assert_allclose(rotary.inv_freq.double().numpy(), stale, rtol=1e-6)
+    rotary(x, torch.arange(100)[None])
+    np.testing.assert_allclose(rotary.inv_freq.double().numpy(), fresh, rtol=1e-6)
+
+
+def test_27722_gpt_oss_unrounded_ramp_is_the_pull_requests_range():
+    params = atlas_entry("gpt-oss")["config"]["rope_parameters"]
+    unrounded, _ = rope_frequencies(64, params)
+    rounded, _ = rope_frequencies(64, {**params, "truncate": True})
+    theta = posenc.inverse_frequencies(64, params["rope_theta"])
+    ramp = (theta - unrounded) / (theta - theta / params["factor"])
+    inside = np.flatnonzero((ramp > 0) & (ramp < 1))
+    slope = (ramp[inside[-1]] - ramp[inside[0]]) / (inside[-1] - inside[0])
+    low = inside[0] - ramp[inside[0]] / slope
+    # vllm-project/vllm#28244, "Test Result": low=8.092779115512402, high=17.39802450158856
+    assert low == pytest.approx(8.092779115512402, rel=1e-12)
+    assert low + 1 / slope == pytest.approx(17.39802450158856, rel=1e-12)
+    assert int((unrounded != rounded).sum()) == 9
+    assert np.abs(131_071 * (unrounded - rounded)).max() > 20
+
+
+def test_38224_yarn_factor_replaced_by_the_length_ratio():
+    asked = {"rope_type": "yarn", "rope_theta": 1e6, "factor": 2.0,
+             "original_max_position_embeddings": 32_768}
+    asked_freq, asked_att = rope_frequencies(128, asked)
+    used_freq, used_att = rope_frequencies(128, {**asked, "factor": 131_072 / 32_768})
+    base = posenc.inverse_frequencies(128, 1e6)
+    assert (base / asked_freq).max() == pytest.approx(2.0)
+    assert (base / used_freq).max() == pytest.approx(4.0)
+    assert asked_att == pytest.approx(1 + 0.1 * math.log(2))
+    assert used_att == pytest.approx(1 + 0.1 * math.log(4))
+    # posenc honours the given factor even when max_position_embeddings says otherwise
+    honoured, _ = rope_frequencies(128, asked, max_position_embeddings=131_072)
+    np.testing.assert_array_equal(honoured, asked_freq)
+
+
+def test_33129_longrope_stale_keys_break_relative_scores():
+    dim, max_pos, phi3 = lc.PUBLISHED_ROPE_PARAMETERS["Phi-3 128k"]
+    short, _ = rope_frequencies(dim, phi3, max_position_embeddings=max_pos, seq_len=4096)
+    long, _ = rope_frequencies(dim, phi3, max_position_embeddings=max_pos, seq_len=4097)
+    assert not np.array_equal(short, long)
+    keys, query = np.arange(4096), 4096
+    stale = query * long - keys[:, None] * short
+    fresh = (query - keys)[:, None] * long
+    gap = np.abs(np.cos(stale).mean(1) - np.cos(fresh).mean(1)).max()
+    assert gap > 0.5
+    # recomputing the cache (the fix) gives scores that depend on the offset only
+    shifted = (query + 7 - (keys + 7))[:, None] * long
+    np.testing.assert_allclose(np.cos(shifted), np.cos(fresh))
+
+
+def test_felafax_59_llama31_without_its_rule():
+    dim, _, params = lc.PUBLISHED_ROPE_PARAMETERS["Llama 3.1"]
+    with_rule, _ = rope_frequencies(dim, params)
+    without = posenc.inverse_frequencies(dim, params["rope_theta"])
+    assert int((with_rule != without).sum()) == 35
+    assert (without / with_rule).max() == pytest.approx(8.0)
+    assert 100_000 * (without - with_rule).max() > 80
+
+
+def test_maxtext_4616_partial_rotary_ignored_turns_the_whole_head():
+    head = np.random.default_rng(0).standard_normal((2, 256))
+    at = np.array([0, 1000])
+    right = posenc.apply_rope(head.copy(), at, layout="half", rotary_dim=64)
+    wrong = posenc.apply_rope(head.copy(), at, layout="half")
+    assert int((~np.isclose(right[1], head[1])).sum()) == 64
+    np.testing.assert_array_equal(right[1, 64:], head[1, 64:])
+    assert int((~np.isclose(wrong[1], head[1])).sum()) == 256
