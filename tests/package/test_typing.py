@@ -5,7 +5,8 @@
 * ``mypy`` at the version that ``nox -s lint`` and ``requirements/test.txt`` pin reports no
   issue on ``posenc/`` (configuration: ``[tool.mypy]`` in pyproject.toml).  It runs here
   so that CI (``nox -s tests``) runs it; ``nox -s lint`` runs it too.
-* ``posenc`` imports nothing from ``posenc.figures`` outside ``posenc/figures`` (the one
+* ``posenc`` imports nothing from ``posenc.figures`` outside ``posenc/figures`` and the
+  command line ``posenc/__main__.py`` (the one
   upward import, ``posenc.analysis.requirements`` -> ``posenc.figures.get_language``, is
   gone: the language lives in ``posenc._language``).
 
@@ -86,7 +87,9 @@ def test_no_module_outside_figures_imports_figures():
     offenders = []
     for path in sorted((ROOT / "posenc").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
-        if rel.startswith("posenc/figures/"):
+        if rel.startswith("posenc/figures/") or rel == "posenc/__main__.py":
+            # the figures themselves, and the command line (``python -m posenc``), which
+            # sits above every module: its --plot option draws a figure
             continue
         tree = ast.parse(path.read_text(), rel)
         package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
