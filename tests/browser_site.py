@@ -614,3 +614,78 @@ def check_reading(context, base: str, lang: str, name: str, width: int,
         problems.append(f"console errors at {width} px: {console[:3]}")
     report.seconds = time.perf_counter() - start
     return report
+
+
+# -- The language switch keeps the reader's place --------------------------------------
+
+SECTION_ANCHORS_JS = """
+() => {
+  const link = document.querySelector("a.posenc-lang-switch");
+  const shared = new Set((link?.dataset.posencAnchors || "").split(" ").filter(Boolean));
+  return [...document.querySelectorAll("article section[id]")]
+    .map(s => s.id).filter(id => shared.has(id));
+}
+"""
+
+
+def section_anchors(html: str) -> list[str]:
+    """The shared section anchors a built page's language switch carries."""
+    m = re.search(r'data-posenc-anchors="([^"]*)"', html)
+    shared = set(m.group(1).split()) if m else set()
+    return [i for i in re.findall(r'<section id="([^"]+)"', html) if i in shared]
+
+
+def _follow_switch(page) -> None:
+    # A click as the browser delivers it, without Playwright's scrolling the link into
+    # view first (which moved the page under a sticky header and so changed the place).
+    link = page.locator("a.posenc-lang-switch").first
+    with page.expect_navigation(wait_until="load"):
+        link.evaluate("el => el.click()")
+
+
+def check_switch_keeps_place(context, base: str, lang: str, name: str) -> PageReport:
+    """From a section in the URL, and from a section scrolled to, the switch lands on the
+    same section of the other language's page."""
+    report = PageReport(lang, f"{name} (switch keeps the place)")
+    problems = report.problems
+    other = next(code for code in LANGS if code != lang)
+    page = context.new_page()
+    page.route("**/*", lambda r: r.abort()
+               if urlparse(r.request.url).hostname not in LOCAL_HOSTS else r.continue_())
+    try:
+        page.goto(f"{base}/{lang}/{name}.html", wait_until="load")
+        page.evaluate(SETTLE_JS)
+        anchors = page.evaluate(SECTION_ANCHORS_JS)
+        if len(anchors) < 2:
+            problems.append(f"the switch carries {len(anchors)} shared section anchor(s)")
+            return report
+        by_url, by_scroll = anchors[len(anchors) // 2], anchors[len(anchors) // 3]
+        # 1. The section named in the URL.
+        page.goto(f"{base}/{lang}/{name}.html#{by_url}", wait_until="load")
+        page.evaluate(SETTLE_JS)
+        _follow_switch(page)
+        landed = urlparse(page.url)
+        if landed.path != f"/{other}/{name}.html" or landed.fragment != by_url:
+            problems.append(f"from #{by_url} the switch went to {landed.path}#{landed.fragment}")
+        elif not page.evaluate(f"!!document.getElementById({by_url!r})"):
+            problems.append(f"#{by_url} is missing on /{other}/{name}.html")
+        # 2. The section the reader scrolled to (no anchor in the URL).
+        page.goto(f"{base}/{lang}/{name}.html", wait_until="load")
+        page.evaluate(SETTLE_JS)
+        page.evaluate(f"document.getElementById({by_scroll!r}).scrollIntoView()")
+        page.wait_for_timeout(100)
+        _follow_switch(page)
+        landed = urlparse(page.url)
+        if landed.fragment != by_scroll:
+            problems.append(f"scrolled to #{by_scroll}, the switch went to "
+                            f"{landed.path}#{landed.fragment}")
+        # 3. At the top of the page, the switch leads to the top of the other page.
+        page.goto(f"{base}/{lang}/{name}.html", wait_until="load")
+        _follow_switch(page)
+        if urlparse(page.url).fragment:
+            problems.append(f"from the top the switch went to {page.url}")
+    except Exception as exc:
+        problems.append(f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+    finally:
+        page.close()
+    return report

@@ -406,6 +406,24 @@ def _join_cjk_lines(app: Sphinx, doctree: nodes.document) -> None:
         join_cjk_lines(doctree)
 
 
+def shared_anchors(env, pagename: str) -> list[str]:
+    """The ids on ``pagename`` that its page in the other language has too.
+
+    Those are the ids that come from names the parity test keeps equal in both trees:
+    cross-reference labels (sections, figures), equation labels and the API's objects.
+    A heading without a label gets an id from its own words, which differ by language.
+    The language switch carries them (``data-posenc-anchors``), so posenc.js can keep
+    the reader's place: the section in the URL or on the screen.
+    """
+    ids = {labelid for doc, labelid in env.domaindata["std"]["anonlabels"].values()
+           if doc == pagename and labelid}
+    ids |= {f"equation-{name}" for name, (doc, _number)
+            in env.domaindata["math"]["objects"].items() if doc == pagename}
+    ids |= {entry.node_id for entry in env.domaindata["py"]["objects"].values()
+            if entry.docname == pagename and entry.node_id}
+    return sorted(ids)
+
+
 def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
     lang = app.config.posenc_book_lang
     site = app.config.posenc_site_url
@@ -427,6 +445,7 @@ def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict, 
                 {"code": code, "hreflang": HREFLANG[code], "label": label, "href": href}
             )
     context["posenc_other_languages"] = others
+    context["posenc_anchors"] = shared_anchors(app.env, pagename) if doctree is not None else []
     context["metatags"] = context.get("metatags", "") + "\n" + "\n".join(tags)
 
 

@@ -1,11 +1,53 @@
-// Remember the reader's language choice so the chooser page at the site root honours it.
-document.addEventListener("DOMContentLoaded", () => {
-  for (const link of document.querySelectorAll("a.posenc-lang-switch")) {
-    link.addEventListener("click", () => {
-      try { localStorage.setItem("posenc-lang", link.dataset.posencLang); } catch (e) {}
-    });
-  }
-});
+// The language switch keeps the reader's place, and remembers the choice so the chooser
+// page at the site root honours it.
+//
+// The switch lists the ids that the page in the other language has too
+// (data-posenc-anchors: section, figure and equation labels, API names).  The place is
+// the URL's #anchor while its target is on screen (or the nearest labelled section
+// around it), else the labelled section the reader has scrolled into.
+(() => {
+  const placeFor = (link) => {
+    const shared = new Set((link.dataset.posencAnchors || "").split(" ").filter(Boolean));
+    if (!shared.size) return "";
+    const top = 90;  // the sticky article header
+    const hash = decodeURIComponent(location.hash.slice(1));
+    const target = hash && document.getElementById(hash);
+    if (target) {
+      const r = target.getBoundingClientRect();
+      if (r.bottom > 0 && r.top < innerHeight) {
+        for (let el = target; el; el = el.parentElement) {
+          if (el.id && shared.has(el.id)) return el.id;
+        }
+      }
+    }
+    let place = "";
+    for (const section of document.querySelectorAll("article section[id]")) {
+      // The page's own section (its title) is the top of the page, not a place.
+      if (!shared.has(section.id) || section.querySelector(":scope > h1")) continue;
+      if (section.getBoundingClientRect().top <= top) place = section.id;
+      else break;
+    }
+    return place;
+  };
+  const aim = (link) => {
+    const base = link.getAttribute("href").split("#")[0];
+    const place = placeFor(link);
+    link.setAttribute("href", place ? `${base}#${encodeURIComponent(place)}` : base);
+  };
+  document.addEventListener("DOMContentLoaded", () => {
+    for (const link of document.querySelectorAll("a.posenc-lang-switch")) {
+      // Before anything follows or copies the link: a click, a middle click, a touch,
+      // the keyboard, a right click for "copy link".
+      for (const event of ["pointerdown", "focus", "mouseenter", "contextmenu"]) {
+        link.addEventListener(event, () => aim(link));
+      }
+      link.addEventListener("click", () => {
+        aim(link);
+        try { localStorage.setItem("posenc-lang", link.dataset.posencLang); } catch (e) {}
+      });
+    }
+  });
+})();
 
 // Boxes that scroll sideways -- a display equation, a table or a code line wider than a
 // phone's column -- get a cue (posenc.css fades the side with more to see) and keyboard

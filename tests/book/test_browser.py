@@ -30,6 +30,8 @@ from browser_site import (
     chromium,
     check_page,
     check_reading,
+    check_switch_keeps_place,
+    section_anchors,
     discover_pages,
     new_context,
     require_site,
@@ -98,6 +100,33 @@ def test_reading(lang, name, width, site, base, context, reports):
     reports.append(report)
     if report.problems:
         pytest.fail(report.summary(), pytrace=False)
+
+
+def _pages_with_sections() -> list[tuple[str, str]]:
+    site = site_dir()
+    return [(lang, name) for lang, name in PAGES
+            if (site / lang / f"{name}.html").is_file()
+            and len(section_anchors((site / lang / f"{name}.html").read_text("utf-8"))) >= 2]
+
+
+SECTIONED = _pages_with_sections() or [("en", "rope")]
+
+
+@pytest.mark.parametrize(("lang", "name"), SECTIONED,
+                         ids=[f"{lang}/{name}" for lang, name in SECTIONED])
+def test_language_switch_keeps_place(lang, name, base, context):
+    """From a section in the URL or on screen, the switch lands on that section of the
+    other language's page (every chapter with labelled sections)."""
+    report = check_switch_keeps_place(context, base, lang, name)
+    if report.problems:
+        pytest.fail(report.summary(), pytrace=False)
+
+
+def test_chapters_have_shared_sections(site):
+    """Every chapter page labels its sections, so the language switch can keep a place."""
+    unlabelled = sorted({name for lang, name in PAGES} - {name for lang, name in SECTIONED}
+                        - {"index", "references", "glossary"})
+    assert not unlabelled, f"chapters whose switch carries no section anchors: {unlabelled}"
 
 
 @pytest.mark.parametrize(
@@ -204,6 +233,25 @@ EXPECTED_FAILURES = {
     "language switch target": "language switch went to /zh/index.html, expected /zh/broken.html",
     "language switch covered": "the language switch is hidden or covered",
 }
+def test_switch_without_posenc_js_loses_the_place(site, browser, tmp_path):
+    """The place-keeping check bites: without posenc.js the switch drops the section."""
+    for lang in ("en", "zh"):
+        (tmp_path / lang).mkdir()
+        os.symlink(site / lang / "_static", tmp_path / lang / "_static")
+        html = (site / lang / "long-context.html").read_text(encoding="utf-8")
+        html, n = re.subn(r'<script src="_static/posenc\.js[^"]*"></script>', "", html)
+        assert n == 1, "posenc.js is not loaded by long-context.html"
+        (tmp_path / lang / "long-context.html").write_text(html, encoding="utf-8")
+    ctx = new_context(browser)
+    try:
+        with serve(tmp_path) as url:
+            report = check_switch_keeps_place(ctx, url, "en", "long-context")
+    finally:
+        ctx.close()
+    text = "\n".join(report.problems)
+    assert "the switch went to /zh/long-context.html#" in text, text
+
+
 EXPECTED_NARROW_FAILURES = {
     "sideways scroll": "the page scrolls sideways by",
     "scroll box without a cue": "box(es) scroll sideways at 390 px with no cue",
