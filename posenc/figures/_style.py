@@ -29,6 +29,7 @@ import matplotlib
 from matplotlib.figure import Figure
 
 from .. import _language
+from .._validation import check_bool
 
 __all__ = [
     "LANGUAGES",
@@ -289,6 +290,7 @@ def new_figure(nrows=1, ncols=1, *, figsize=(6.4, 3.6), squeeze=True, **subplots
     """
     apply_style()
     fig = BookFigure(figsize=figsize, dpi=DPI, facecolor="white", layout="constrained")
+    squeeze = check_bool(squeeze, "squeeze")  # "false" would squeeze (a non-empty str)
     axes = fig.subplots(nrows, ncols, squeeze=squeeze, **subplots_kw)
     return fig, axes
 

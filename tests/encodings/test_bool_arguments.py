@@ -6,8 +6,8 @@ antialiasing on, through ``bool(...)``.  Every flag now goes through one helper,
 ``posenc._validation.check_bool``: a Python ``bool`` or a NumPy ``bool_``, anything else
 a ``TypeError`` naming the argument.
 
-The test walks the public API by introspection (``posenc.__all__``, ``posenc.torch``'s,
-each ``posenc.analysis`` module's; functions, class constructors, ``forward`` and
+The test walks the public API by introspection (the ``__all__`` of ``posenc`` and of
+every public module below it; functions, class constructors, ``forward`` and
 ``__call__``) and finds every parameter annotated ``bool`` or with a ``bool`` default.
 Each must have a valid call in :data:`CALLS` (a new flag without one fails the test), and
 that call with the flag set to ``"false"``, ``"true"``, ``0``, ``1`` or ``None`` must raise
@@ -26,12 +26,13 @@ import pytest
 import torch
 
 import posenc
-import posenc.analysis
 import posenc.torch as pt
 
-MODULES = [posenc, pt] + [
-    importlib.import_module(f"posenc.analysis.{m.name}")
-    for m in pkgutil.iter_modules(posenc.analysis.__path__) if not m.name.startswith("_")
+#: Every public module: ``posenc``, and each module below it without a private part.
+MODULES = [posenc] + [
+    importlib.import_module(m.name)
+    for m in pkgutil.walk_packages(posenc.__path__, "posenc.")
+    if not any(part.startswith("_") for part in m.name.split("."))
 ]
 
 
@@ -113,7 +114,14 @@ CALLS = {
         lambda v: pt.t5_relative_position_bucket_torch(torch.tensor([1, -1]), bidirectional=v),
     ("Verdict.__init__", "passed"): _verdict,
     ("requirements_table", "show_scores"): _table,
+    ("new_figure", "squeeze"): lambda v: _figure(v),
 }
+
+
+def _figure(squeeze):
+    import posenc.figures as pf
+
+    return pf.new_figure(1, 2, squeeze=squeeze)
 
 FOUND = _bool_parameters()
 
