@@ -29,7 +29,11 @@ training or serving stack, and keep these guarantees (each has a test in
   is one expression that the compiler fuses.
 * **torch.func.** Under ``vmap``, ``jvp``, ``grad`` and forward-mode AD the same
   functional formula is used (the eager fast path writes into preallocated outputs,
-  which those transforms cannot batch or differentiate).
+  which those transforms cannot batch or differentiate).  ``vmap`` over per-sample
+  positions gives each sample its own result: ``"longrope"`` picks its factor set per
+  sample with tensor operations; ``"dynamic"``, whose state lives between calls,
+  refuses per-sample positions with a ``ValueError`` rather than guess (tested in
+  ``tests/encodings/test_transforms.py``).
 
 In plain eager code none of this costs more than a few attribute reads per call: the
 fast kernels (one complex multiply, or three kernels into one output; float16 and
@@ -146,7 +150,7 @@ class RotaryEmbedding(nn.Module):
 
     * ``"longrope"`` uses ``long_factor`` when that length exceeds
       ``original_max_position_embeddings`` and ``short_factor`` otherwise (per call,
-      also inside a compiled or exported graph);
+      also inside a compiled or exported graph, and per sample under ``vmap``);
     * ``"dynamic"`` (dynamic NTK) follows transformers' ``dynamic_rope_update``, which
       keeps state between calls: when the length grows past the cached length the
       frequencies are recomputed for it and it becomes the cached length; when it falls
@@ -157,7 +161,10 @@ class RotaryEmbedding(nn.Module):
       variant, a different model from the one the config describes.  Being stateful,
       ``"dynamic"`` cannot be traced: ``torch.export`` refuses it with a ``ValueError``,
       and ``torch.compile`` falls back to eager Python where the positions are read
-      (same results and state as eager mode, to float32 rounding).
+      (same results and state as eager mode, to float32 rounding).  Nor can it be
+      vmapped over per-sample positions (a batch of independent calls has no order
+      for the state): a ``ValueError``; positions shared by the batch are one call
+      and work.
 
     The table holds the frequencies fixed at construction (the original ones for
     ``"dynamic"``, the short ones for ``"longrope"``); calls that use others compute
