@@ -36,7 +36,8 @@ from ._validation import check_d_model, check_layout
 __all__ = ["layout_permutation", "invert_permutation"]
 
 
-def layout_permutation(d_model: int, source: Layout = "half", target: Layout = "interleaved") -> IntArray:
+def layout_permutation(d_model: int, source: Layout = "half",
+                       target: Layout = "interleaved") -> IntArray:
     """The index array ``perm`` that turns a ``source``-layout RoPE into a ``target`` one.
 
     For every ``x`` of shape ``(..., seq, d_model)`` and any positions:

@@ -112,7 +112,8 @@ def grid_positions(height: int, width: int) -> tuple[IntArray, IntArray]:
     return s // max(w, 1), s % max(w, 1)
 
 
-def sinusoidal_encoding_2d(height: int, width: int, d_model: int, base: float = 10000.0) -> FloatArray:
+def sinusoidal_encoding_2d(height: int, width: int, d_model: int,
+                           base: float = 10000.0) -> FloatArray:
     r"""The fixed 2-D sine-cosine position table of MAE, for a ``height x width`` grid.
 
     Row ``s`` of the result encodes the patch at row ``r = s // width`` and column

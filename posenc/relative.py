@@ -246,7 +246,8 @@ def t5_relative_position_bucket(relative_position: ArrayLike, *, bidirectional: 
     return buckets + np.where(is_small, distance, large)
 
 
-def t5_bucket_layout(*, bidirectional: bool = True, num_buckets: int = 32, max_distance: int = 128) -> IntArray:
+def t5_bucket_layout(*, bidirectional: bool = True, num_buckets: int = 32,
+                     max_distance: int = 128) -> IntArray:
     """Which distances each bucket of one side holds: ``(first, last)`` per bucket.
 
     For the side of keys at or before the query (distances ``r = i - j >= 0``), row ``b``

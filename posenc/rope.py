@@ -207,7 +207,8 @@ def _pair_slices(layout, r):
     return np.s_[..., 0:h], np.s_[..., h:r]
 
 
-def rotate_pairs(x: ArrayLike, angles: ArrayLike, *, layout: Layout = "interleaved") -> npt.NDArray[np.floating]:
+def rotate_pairs(x: ArrayLike, angles: ArrayLike, *,
+                 layout: Layout = "interleaved") -> npt.NDArray[np.floating]:
     """Rotate the pairs of features of ``x`` by given angles (NumPy, float64).
 
     The primitive under :func:`apply_rope`, exposed so that the book can rotate by

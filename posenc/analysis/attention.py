@@ -55,8 +55,10 @@ def softmax(scores: ArrayLike, axis: int = -1) -> FloatArray:
     return e / e.sum(axis=axis, keepdims=True)
 
 
-def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, mask: ArrayLike | None = None,
-                                 *, causal: bool = False, bias: ArrayLike | None = None) -> tuple[FloatArray, FloatArray]:
+def scaled_dot_product_attention(
+    q: ArrayLike, k: ArrayLike, v: ArrayLike, mask: ArrayLike | None = None, *,
+    causal: bool = False, bias: ArrayLike | None = None,
+) -> tuple[FloatArray, FloatArray]:
     """``softmax(q k^T / sqrt(d_k) + bias) v``, returning the outputs and the weights.
 
     Parameters
@@ -227,7 +229,8 @@ class SelfAttention:
             f"seed={self.seed})"
         )
 
-    def __call__(self, x: ArrayLike, mask: ArrayLike | None = None, *, causal: bool = False) -> tuple[FloatArray, FloatArray]:
+    def __call__(self, x: ArrayLike, mask: ArrayLike | None = None, *,
+                 causal: bool = False) -> tuple[FloatArray, FloatArray]:
         """Attend over the rows of ``x``.
 
         Parameters

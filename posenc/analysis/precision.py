@@ -49,7 +49,8 @@ def _positions_array(positions):
     return check_positions(arr, arr.shape[0])
 
 
-def rope_angles_float32(positions: int | Positions, d_model: int, base: float = 10000.0) -> npt.NDArray[np.float32]:
+def rope_angles_float32(positions: int | Positions, d_model: int,
+                        base: float = 10000.0) -> npt.NDArray[np.float32]:
     """RoPE angles formed the usual float32 way (for precision studies only).
 
     Computes, entirely in float32,

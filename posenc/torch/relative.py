@@ -63,8 +63,10 @@ def _relative_positions(query_length, key_length, offset, device):
     return k - q
 
 
-def t5_relative_position_bucket_torch(relative_position: torch.Tensor, *, bidirectional: bool = True,
-                                      num_buckets: int = 32, max_distance: int = 128) -> torch.Tensor:
+def t5_relative_position_bucket_torch(
+    relative_position: torch.Tensor, *, bidirectional: bool = True, num_buckets: int = 32,
+    max_distance: int = 128,
+) -> torch.Tensor:
     """:func:`posenc.t5_relative_position_bucket` for an integer tensor, on its device.
 
     Transforms (each tested, see the API page's table): ``vmap`` (per-sample offsets

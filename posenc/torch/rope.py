@@ -517,7 +517,8 @@ class RotaryEmbedding(nn.Module):
             out.append(_rotate_functional(x, cos, sin, self.dim, self.layout))
         return tuple(out)
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor, positions: Positions | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, q: torch.Tensor, k: torch.Tensor,
+                positions: Positions | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate ``q`` and ``k`` (shape ``(..., seq, dim)``) at the same positions.
 
         Parameters
@@ -600,8 +601,9 @@ def _compiled_kernel(layout):
     return fn
 
 
-def compiled_apply_rope(x: torch.Tensor, positions: Positions | None = None, *, base: float = 10000.0,
-                        layout: Layout = "interleaved", rotary_dim: int | None = None) -> torch.Tensor:
+def compiled_apply_rope(x: torch.Tensor, positions: Positions | None = None, *,
+                        base: float = 10000.0, layout: Layout = "interleaved",
+                        rotary_dim: int | None = None) -> torch.Tensor:
     """:func:`posenc.apply_rope` for tensors, as one kernel compiled by ``torch.compile``.
 
     Opt-in speed.  Eager PyTorch runs one kernel per operation: the interleaved layout
