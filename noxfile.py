@@ -6,7 +6,7 @@
     nox -s bench    library and build benchmarks -> benchmarks/results.json and results.md
     nox -s experiments  small models trained per encoding -> experiments/results.json and .md
     nox -s serve    live preview of one language (nox -s serve -- zh)
-    nox -s lint     ruff
+    nox -s lint     ruff and mypy (pinned)
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ BUILD = ROOT / "_build"
 HTML = BUILD / "html"
 LANGS = ("en", "zh")
 CONSTRAINTS = ("-c", "requirements/constraints.txt")
+# What ruff checks (nox -s lint, and tests/package/test_lint.py in nox -s tests).
+LINT_PATHS = ("posenc", "tests", "conf.py", "noxfile.py", "docs/_ext", "tools", "benchmarks",
+              "experiments")
 
 nox.options.sessions = ["docs"]
 # Reusing an environment keeps a second `nox -s docs` quick; tools/env_sync.py then
@@ -151,7 +154,7 @@ def lint(session: nox.Session) -> None:
     """Static checks: ruff, and mypy on posenc/ (pinned; also in requirements/test.txt,
     so that nox -s tests runs it too: tests/package/test_typing.py)."""
     session.install("ruff==0.14.0")
-    session.run("ruff", "check", "posenc", "tests", "conf.py", "noxfile.py", "docs/_ext")
+    session.run("ruff", "check", *LINT_PATHS)
     # mypy reads the pinned numpy and torch of the test environment for their types
     _install(session, "requirements/test.txt")
     session.install("mypy==2.4.1", *CONSTRAINTS)

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from posenc import rope_frequencies
 from posenc.__main__ import main

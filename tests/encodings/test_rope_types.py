@@ -15,7 +15,6 @@ import copy
 
 import numpy as np
 import pytest
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers import Gemma3TextConfig, Gemma4TextConfig, LlamaConfig
