@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -116,6 +116,9 @@ def _is_fake(t):
     from torch._subclasses.fake_tensor import FakeTensor
 
     return isinstance(t, FakeTensor)
+
+
+RotarySlice = Literal["all", "first", "last"]
 
 
 class RotaryEmbedding(nn.Module):
@@ -203,6 +206,18 @@ class RotaryEmbedding(nn.Module):
         length it rescales from); as in transformers, ``"yarn"`` and ``"longrope"``
         derive ``factor`` from it when that is absent, and the scaled types use it when
         ``original_max_position_embeddings`` is absent.
+    rotary_slice : {"all", "first", "last"}, default "all"
+        Which features of ``q`` and ``k`` are rotated.  ``"all"``: the last dimension is
+        ``dim``.  ``"first"`` / ``"last"``: the last dimension may be wider than ``dim``
+        and only its first / last ``dim`` features are rotated, the others pass through
+        unchanged.  ``"first"`` is partial rotary as GPT-NeoX and GLM place it;
+        ``"last"`` is DeepSeek's multi-head latent attention, whose query heads are
+        ``[no-position part, rotated part]`` (``qk_nope_head_dim`` then
+        ``qk_rope_head_dim``) and whose shared rotated key is ``dim`` wide.  Every
+        transform above applies.  DeepSeek-V3 keeps the interleaved layout
+        (``rope_interleave``); transformers then reorders the rotated features into the
+        half layout's order before rotating, the same reordering for queries and keys,
+        so the attention scores are the same as with ``layout="interleaved"`` here.
 
     Attributes
     ----------
@@ -215,7 +230,8 @@ class RotaryEmbedding(nn.Module):
     ------
     TypeError, ValueError
         For bad arguments (a bad ``rope_parameters`` key or value is named), and in
-        ``forward`` for tensors whose last dimension is not ``dim``, positions of the
+        ``forward`` for tensors whose last dimension is not ``dim`` (narrower than
+        ``dim`` with ``rotary_slice`` "first" or "last"), positions of the
         wrong length or dtype, positions that do not fit in int64, or meta positions
         with real ``q``.
 
@@ -252,14 +268,30 @@ class RotaryEmbedding(nn.Module):
     >>> rope31
     RotaryEmbedding(dim=8, base=500000, layout='half', max_seq_len=4096, rope_type='llama3')
     >>> q5, k5 = rope31(q, k, positions=torch.arange(9000, 9005))
+
+    DeepSeek's latent attention rotates the last 8 of a query head's 24 features here
+    (64 of 192 in DeepSeek-V3) and a shared key of 8:
+
+    >>> mla = RotaryEmbedding(8, rotary_slice="last")
+    >>> q_mla, k_rot = torch.randn(1, 2, 5, 24), torch.randn(1, 1, 5, 8)
+    >>> q6, k6 = mla(q_mla, k_rot)
+    >>> bool(torch.equal(q6[..., :16], q_mla[..., :16]))
+    True
+    >>> bool(torch.allclose(q6[..., 16:], apply_rope(q_mla[..., 16:]), atol=1e-6))
+    True
     """
 
     def __init__(self, dim: int, base: float = 10000.0, layout: Layout = "interleaved",
                  max_seq_len: int = 4096, compiled: bool = False,
                  rope_parameters: Mapping[str, Any] | None = None,
-                 max_position_embeddings: int | None = None) -> None:
+                 max_position_embeddings: int | None = None,
+                 rotary_slice: RotarySlice = "all") -> None:
         super().__init__()
         self.compiled = check_bool(compiled, "compiled")
+        if rotary_slice not in ("all", "first", "last"):
+            raise ValueError(
+                f"rotary_slice must be 'all', 'first' or 'last', got {rotary_slice!r}")
+        self.rotary_slice = rotary_slice
         self.dim = check_d_model(dim, "dim", even=True)
         self.base = check_base(base)
         self.layout = check_layout(layout)
@@ -372,6 +404,7 @@ class RotaryEmbedding(nn.Module):
             f"dim={self.dim}, base={self.base:g}, layout={self.layout!r}, "
             f"max_seq_len={self.cos.shape[0]}{scaled}"
             + (", compiled=True" if self.compiled else "")
+            + (f", rotary_slice={self.rotary_slice!r}" if self.rotary_slice != "all" else "")
         )
 
     def _apply(self, fn, recurse=True):
@@ -535,12 +568,14 @@ class RotaryEmbedding(nn.Module):
         tuple of torch.Tensor
             The rotated ``(q, k)``, same shapes, dtypes and devices.
         """
+        sliced = self.rotary_slice != "all"
         for name, t in (("q", q), ("k", k)):
             if not torch.is_tensor(t) or not t.is_floating_point():
                 raise TypeError(f"{name} must be a floating-point tensor")
-            if t.ndim < 2 or t.shape[-1] != self.dim:
+            if t.ndim < 2 or (t.shape[-1] < self.dim if sliced else t.shape[-1] != self.dim):
+                width = f">= dim={self.dim}" if sliced else f"dim={self.dim}"
                 raise ValueError(
-                    f"{name} must have shape (..., seq, dim={self.dim}), got {tuple(t.shape)}"
+                    f"{name} must have shape (..., seq, {width}), got {tuple(t.shape)}"
                 )
         if q.shape[-2] != k.shape[-2]:
             raise ValueError(
@@ -554,6 +589,26 @@ class RotaryEmbedding(nn.Module):
                     f"positions must have shape ({seq},) (the sequence length, q.shape[-2]), "
                     f"got {shape}"
                 )
+        if sliced:
+            (q_keep, q_rot), (k_keep, k_rot) = self._split(q), self._split(k)
+            q_rot, k_rot = self._rotate_pair(q_rot, k_rot, positions)
+            return self._join(q_keep, q_rot), self._join(k_keep, k_rot)
+        return self._rotate_pair(q, k, positions)
+
+    def _split(self, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(features passed through, features rotated) under ``rotary_slice``."""
+        d, width = self.dim, t.shape[-1]
+        if self.rotary_slice == "first":
+            return t[..., d:], t[..., :d]
+        return t[..., :width - d], t[..., width - d:]
+
+    def _join(self, keep: torch.Tensor, rot: torch.Tensor) -> torch.Tensor:
+        if keep.shape[-1] == 0:
+            return rot
+        parts = (rot, keep) if self.rotary_slice == "first" else (keep, rot)
+        return torch.cat(parts, dim=-1)
+
+    def _rotate_pair(self, q, k, positions):
         if _functional_mode(q) or k.is_meta:  # the other conditions are global state
             return self._forward_functional(q, k, positions)
         wide = torch.float64 in (q.dtype, k.dtype)
