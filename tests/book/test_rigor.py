@@ -186,7 +186,7 @@ ALLOWED_LOWERCASE = {
 # letters (8K, C++, row (E)) and parts that start with a digit are not words.
 ALLOWED_NAMES = {
     # models and methods
-    "ALiBi", "BERT", "BLOOM", "DeepSeek", "GPT", "NeoX", "Gemma", "Kimi", "K2", "LLaMA",
+    "ALiBi", "BERT", "GLM", "BLOOM", "DeepSeek", "GPT", "NeoX", "Gemma", "Kimi", "K2", "LLaMA",
     "Llama", "LongRoPE", "MAE", "MPT", "Mistral", "NTK", "NoPE", "PI", "Phi", "Qwen2",
     "Qwen2.5", "Qwen3", "VL", "RoFormer", "RoPE", "Axial", "SmolLM3", "T5", "Transformer",
     "XL", "ViT", "Base", "Large", "YaRN", "V2", "V3", "AdamW", "SGD",
