@@ -452,7 +452,10 @@ def search(context, base: str, lang: str, query: str, timeout_ms: int = 20000) -
 
 # -- Reading at every width ------------------------------------------------------------
 
-WIDTHS = (390, 900, 1280)  # a phone, a tablet, a laptop
+WIDTHS = (390, 900, 1280)
+#: Assets a page must not load: Font Awesome's 1.56 MB script draws icons that the
+#: theme's stylesheet already draws from the icon web fonts.
+HEAVY_ASSETS = ("fontawesome.js",)  # a phone, a tablet, a laptop
 NARROW = 992  # below this the theme shows the sidebars as dialogs
 
 OVERFLOW_JS = r"""
@@ -584,9 +587,14 @@ def check_reading(context, base: str, lang: str, name: str, width: int,
                if urlparse(r.request.url).hostname not in LOCAL_HOSTS else r.continue_())
     page.on("console", lambda m: m.type == "error" and console.append(m.text))
     page.on("pageerror", lambda e: console.append(f"uncaught: {e}"))
+    heavy = []
+    page.on("request", lambda r: any(name in r.url for name in HEAVY_ASSETS)
+            and heavy.append(r.url.rsplit("/", 1)[-1]))
     try:
         page.goto(f"{base}/{lang}/{name}.html", wait_until="load")
         page.evaluate(SETTLE_JS)
+        if heavy:
+            problems.append(f"loads {sorted(set(heavy))} (the book does without)")
         for mode in ("light", "dark"):
             if mode == "dark":
                 page.evaluate("document.documentElement.dataset.theme = 'dark';"
@@ -605,6 +613,10 @@ def check_reading(context, base: str, lang: str, name: str, width: int,
                 target.parent.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(target), full_page=False)
             problems.extend(f"{p} ({mode})" for p in check_navigation(page, width))
+            if mode == "light":
+                fonts, seen = check_figure_fonts(page, width)
+                problems.extend(fonts)
+                report.info["figures"] = seen
     except Exception as exc:
         problems.append(f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
     finally:
@@ -689,3 +701,94 @@ def check_switch_keeps_place(context, base: str, lang: str, name: str) -> PageRe
     finally:
         page.close()
     return report
+
+
+# -- Words in figures ------------------------------------------------------------------
+
+#: The smallest size, in CSS pixels, at which a figure may draw a word in the page.
+FIGURE_FONT_MIN_PX = 8.0
+#: ... and in the enlarged view a tap on the figure opens (posenc.js) on a phone.
+FIGURE_FONT_MIN_PX_ENLARGED = 11.0
+MIN_FONT_KEY = "posenc-min-font-pt"  # posenc.figures._style.MIN_FONT_KEY
+
+FIGURE_IMAGES_JS = """
+() => [...document.querySelectorAll("article img")].filter(img => img.naturalWidth)
+  .map(img => ({src: img.currentSrc, alt: (img.alt || "").slice(0, 50),
+                shown: img.getBoundingClientRect().width, natural: img.naturalWidth}))
+"""
+
+
+def png_font_info(data: bytes) -> tuple[float, float] | None:
+    """(smallest font in points, pixels per inch) that a book PNG carries, else None."""
+    import io
+
+    from PIL import Image
+
+    try:
+        image = Image.open(io.BytesIO(data))
+    except Exception:
+        return None
+    text = getattr(image, "text", {}) or {}
+    if MIN_FONT_KEY not in text or "dpi" not in image.info:
+        return None
+    return float(text[MIN_FONT_KEY]), float(image.info["dpi"][0])
+
+
+def rendered_font_px(min_pt: float, dpi: float, shown: float, natural: float) -> float:
+    """CSS pixels of a ``min_pt`` font in a ``dpi`` PNG drawn ``shown`` px wide."""
+    return min_pt / 72.0 * dpi * shown / natural
+
+
+ZOOM_JS = """
+(src) => {
+  const img = [...document.querySelectorAll("article img")].find(i => i.currentSrc === src);
+  if (!img || !img.classList.contains("posenc-zoomable")) return null;
+  img.click();
+  const dialog = document.querySelector("dialog.posenc-zoom");
+  if (!dialog || !dialog.open) return {open: false};
+  const big = dialog.querySelector("img");
+  return {open: true, shown: big.getBoundingClientRect().width, natural: big.naturalWidth,
+          src: big.currentSrc};
+}
+"""
+
+
+def check_figure_fonts(page, width: int) -> tuple[list[str], list[dict]]:
+    """Each figure's smallest word as drawn at this width, from the figure's own record
+    of its smallest font (a PNG text chunk) and the width the browser drew it at.
+
+    A figure must draw its words at FIGURE_FONT_MIN_PX or more; a wide figure shrunk to a
+    narrow column may instead open, when tapped, at a size where they are at least
+    FIGURE_FONT_MIN_PX_ENLARGED.
+    """
+    problems, seen = [], []
+    for img in page.evaluate(FIGURE_IMAGES_JS):
+        body = page.request.get(img["src"]).body()
+        info = png_font_info(body)
+        name = img["src"].rsplit("/", 1)[-1][:12]
+        if info is None:
+            problems.append(f"figure {name} carries no font size (not drawn by posenc.figures?)")
+            continue
+        px = rendered_font_px(*info, img["shown"], img["natural"])
+        row = {**img, "font_px": px, "min_pt": info[0], "dpi": info[1]}
+        seen.append(row)
+        if px >= FIGURE_FONT_MIN_PX - 0.05:
+            continue
+        zoom = page.evaluate(ZOOM_JS, img["src"])
+        if zoom is None:
+            problems.append(f"figure {name} (\"{img['alt'][:40]}\") draws words at {px:.1f} px "
+                            f"at {width} px (minimum {FIGURE_FONT_MIN_PX:g}) and does not "
+                            f"enlarge when tapped")
+            continue
+        if not zoom["open"]:
+            problems.append(f"tapping figure {name} at {width} px opens no enlarged view")
+            continue
+        page.keyboard.press("Escape")
+        big = rendered_font_px(*info, zoom["shown"], zoom["natural"])
+        row["enlarged_px"] = big
+        if zoom["src"] != img["src"] or big < FIGURE_FONT_MIN_PX_ENLARGED - 0.05:
+            problems.append(f"figure {name} enlarged at {width} px draws words at {big:.1f} px "
+                            f"(minimum {FIGURE_FONT_MIN_PX_ENLARGED:g})")
+        if page.evaluate("document.querySelector('dialog.posenc-zoom')?.open"):
+            problems.append(f"Escape does not close the enlarged figure {name}")
+    return problems, seen

@@ -101,3 +101,76 @@
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
 })();
+
+// A figure shown smaller than it was drawn (a wide figure in a phone's column) opens
+// at its full size when tapped, clicked or activated with Enter/Space: a dialog that
+// scrolls both ways, closed with Escape, the close button or a tap outside the figure.
+(() => {
+  const CLOSE = {"zh-CN": "关闭", en: "Close"};
+  const ENLARGE = {"zh-CN": "点击放大", en: "Tap to enlarge"};
+  const words = (table) => table[document.documentElement.lang] || table.en;
+  let dialog = null;
+  const open = (img) => {
+    if (!dialog) {
+      dialog = document.createElement("dialog");
+      dialog.className = "posenc-zoom";
+      dialog.innerHTML = '<button type="button" class="posenc-zoom__close"></button>' +
+                         '<div class="posenc-zoom__scroll"><img alt=""></div>';
+      const close = dialog.querySelector(".posenc-zoom__close");
+      close.textContent = "×";
+      close.setAttribute("aria-label", words(CLOSE));
+      close.addEventListener("click", () => dialog.close());
+      dialog.addEventListener("click", (e) => { if (e.target === dialog) dialog.close(); });
+      document.body.append(dialog);
+    }
+    const big = dialog.querySelector("img");
+    big.src = img.currentSrc || img.src;
+    big.alt = img.alt;
+    big.style.width = `${img.getAttribute("width")}px`;
+    dialog.showModal();
+  };
+  const mark = () => {
+    for (const img of document.querySelectorAll("article img[width]")) {
+      const drawn = Number(img.getAttribute("width"));
+      const shown = img.getBoundingClientRect().width;
+      const shrunk = shown > 0 && shown < 0.9 * drawn;
+      img.classList.toggle("posenc-zoomable", shrunk);
+      if (shrunk && !img.dataset.posencZoom) {
+        img.dataset.posencZoom = "1";
+        // Sphinx links a scaled image to its file: that link stays the fallback without
+        // JavaScript; with it, the link opens the enlarged view instead.
+        const link = img.closest("a.image-reference");
+        const target = link || img;
+        if (!link) {
+          img.tabIndex = 0;
+          img.setAttribute("role", "button");
+        }
+        img.title = words(ENLARGE);
+        target.addEventListener("click", (e) => {
+          if (!img.classList.contains("posenc-zoomable")) return;
+          e.preventDefault();
+          open(img);
+        });
+        if (!link) {
+          img.addEventListener("keydown", (e) => {
+            if ((e.key === "Enter" || e.key === " ") && img.classList.contains("posenc-zoomable")) {
+              e.preventDefault();
+              open(img);
+            }
+          });
+        }
+      }
+    }
+  };
+  window.posencMarkZoomable = mark;
+  window.addEventListener("load", mark);
+  if (window.ResizeObserver) {
+    const seen = new ResizeObserver(() => mark());
+    document.addEventListener("DOMContentLoaded", () => {
+      const article = document.querySelector("article");
+      if (article) seen.observe(article);
+    });
+  }
+  let pending = null;
+  window.addEventListener("resize", () => { clearTimeout(pending); pending = setTimeout(mark, 100); });
+})();

@@ -44,13 +44,23 @@ __all__ = [
     "BookFigure",
     "save_figure",
     "figure_to_png",
+    "min_font_size",
 ]
 
 #: The languages of the book.
 LANGUAGES = _language.LANGUAGES
 
-#: Figure dpi (fixed, so that pixel sizes do not depend on the machine's settings).
+#: Figure dpi (fixed, so that pixel sizes do not depend on the machine's settings): one
+#: inch of a figure is this many CSS pixels on the page.
 DPI = 110
+
+#: The book's PNGs are drawn at this multiple of :data:`DPI` and shown at :data:`DPI`
+#: (the ``width`` the notebook output carries), so they stay sharp on 2x screens.
+PNG_SCALE = 2
+
+#: PNG text chunk with the figure's smallest font size in points, so a test can work
+#: out how large its words are drawn at a given page width (tests/browser_site.py).
+MIN_FONT_KEY = "posenc-min-font-pt"
 
 #: Metadata written into saved files: no software version, no creation date.
 _METADATA = {
@@ -256,11 +266,45 @@ class BookFigure(Figure):
     """A :class:`matplotlib.figure.Figure` that renders itself in Jupyter as a PNG.
 
     Not registered with pyplot: returning it from a cell (or ``glue``-ing it) shows it
-    once, and it never accumulates in pyplot's figure list.
+    once, and it never accumulates in pyplot's figure list.  The PNG is drawn at
+    ``PNG_SCALE`` times :data:`DPI` and carries its display width (``DPI`` pixels per
+    inch) in the output's metadata, so the page shows it at that size, sharp on a 2x
+    screen.
     """
 
     def _repr_png_(self):
-        return figure_to_png(self)
+        width, _height = self.get_size_inches()
+        return figure_to_png(self), {"width": int(round(width * DPI))}
+
+
+def min_font_size(fig):
+    """The smallest font size (points) of any text drawn in ``fig``.
+
+    Texts that are hidden, empty or outside the figure (tick labels beyond the axes'
+    limits) do not count.
+
+    Examples
+    --------
+    >>> fig, ax = new_figure(); _ = ax.set_title("t", fontsize=14)
+    >>> _ = ax.text(0.5, 0.5, "small", fontsize=9)
+    >>> min_font_size(fig)
+    7.0
+    """
+    from matplotlib.text import Text
+
+    fig.draw_without_rendering()
+    renderer = fig._get_renderer()
+    box = fig.bbox
+    sizes = []
+    for text in fig.findobj(Text):
+        if not text.get_visible() or not text.get_text().strip():
+            continue
+        extent = text.get_window_extent(renderer)
+        if extent.width <= 0 or extent.x1 < box.x0 or extent.x0 > box.x1 \
+                or extent.y1 < box.y0 or extent.y0 > box.y1:
+            continue
+        sizes.append(float(text.get_fontsize()))
+    return min(sizes) if sizes else float("inf")
 
 
 def new_figure(nrows=1, ncols=1, *, figsize=(6.4, 3.6), squeeze=True, **subplots_kw):
@@ -325,8 +369,11 @@ def save_figure(fig, fname, format=None, **kwargs):
     fig.savefig(fname, format=format, **kwargs)
 
 
-def figure_to_png(fig):
-    """The PNG bytes of ``fig`` (deterministic: same figure, same bytes).
+def figure_to_png(fig, scale=PNG_SCALE):
+    """The PNG bytes of ``fig`` at ``scale`` times :data:`DPI` (deterministic).
+
+    The PNG carries the figure's smallest font size (:func:`min_font_size`) in a text
+    chunk named :data:`MIN_FONT_KEY`.
 
     Examples
     --------
@@ -335,5 +382,6 @@ def figure_to_png(fig):
     True
     """
     buf = io.BytesIO()
-    save_figure(fig, buf, format="png")
+    metadata = {**_METADATA["png"], MIN_FONT_KEY: f"{min_font_size(fig):g}"}
+    save_figure(fig, buf, format="png", dpi=DPI * scale, metadata=metadata)
     return buf.getvalue()

@@ -207,6 +207,6 @@ def alibi_bias_figure(n_positions=12, n_heads=8):
     ax_l.axhline(0.0, color="0.6", lw=0.8)
     ax_l.set(xlabel=label("alibi_distance"), ylabel=label("alibi_bias"),
              title=label("alibi_lines_title").format(n=len(slopes)))
-    ax_l.legend(fontsize=7, loc="lower left", ncol=2 if len(slopes) > 4 else 1)
+    ax_l.legend(fontsize=9, loc="lower left", ncol=2 if len(slopes) > 4 else 1)
     fig.get_layout_engine().set(wspace=0.12)
     return fig

@@ -472,11 +472,11 @@ def bench_ratio_figure(results, case_ids=None, yardstick="clone"):
         if yardstick == "clone":
             ax.axvline(1.3, color="#333333", lw=0.8, ls="--", label=label("bench_floor_line"))
         for yi, r in zip(y, ratios):
-            ax.text(r * 1.04, yi, f"{r:.2f}×", va="center", fontsize=8)
-        ax.set_yticks(y, names, fontsize=8)
+            ax.text(r * 1.04, yi, f"{r:.2f}×", va="center", fontsize=9)
+        ax.set_yticks(y, names, fontsize=9)
         ax.set_xlim(min(0.5, min(ratios) * 0.8), max(ratios) * 1.6)
         ax.set_title(_case_title(case), fontsize=10)
-        ax.tick_params(axis="x", labelsize=8)
+        ax.tick_params(axis="x", labelsize=9)
     axes[-1, 0].set_xlabel(label("bench_ratio_axis" if yardstick == "clone"
                                  else "bench_ratio_axis_copy"))
     from matplotlib.patches import Patch
@@ -487,7 +487,7 @@ def bench_ratio_figure(results, case_ids=None, yardstick="clone"):
     if yardstick == "clone":
         handles.append(axes[0, 0].get_legend_handles_labels()[0][0])
     # above the panels, so that no bar or value label is hidden behind it
-    fig.legend(handles=handles, fontsize=7, loc="outside upper center", ncol=3, frameon=False)
+    fig.legend(handles=handles, fontsize=9, loc="outside upper center", ncol=3, frameon=False)
     return fig
 
 

@@ -150,13 +150,13 @@ def experiment_perplexity_figure(results, *, variants=("trained",), encodings=No
     train = results["config"]["lm"]["train_length"]
     ax.axvline(train, color="0.5", lw=0.8, ls=":")
     ax.text(train, 0.01, " " + label("exp_train_length"), transform=ax.get_xaxis_transform(),
-            va="bottom", ha="left", fontsize=8, color="0.4")
+            va="bottom", ha="left", fontsize=9, color="0.4")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     _plain_log_y(ax)
     ax.set_xlabel(label("exp_eval_length"))
     ax.set_ylabel(label("exp_perplexity"))
-    ax.legend(fontsize=8, ncols=2, loc="upper left")
+    ax.legend(fontsize=9, ncols=2, loc="upper left")
     return fig
 
 
@@ -168,14 +168,13 @@ def experiment_copy_figure(results):
     from ..analysis.experiments.tasks import SYMBOLS  # imports torch: only when drawn
 
     chance = 1 / SYMBOLS
-    ax.axhline(chance, color="0.5", lw=0.8, ls="--")
-    ax.text(1.0, chance, label("exp_chance") + " ", transform=ax.get_yaxis_transform(),
-            va="top", ha="right", fontsize=8, color="0.4")
+    # Named in the legend: a label on the line sat on the curves, which end at chance.
+    ax.axhline(chance, color="0.5", lw=0.8, ls="--", label=label("exp_chance"))
     ax.set_xscale("log", base=2)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel(label("exp_string_length"))
     ax.set_ylabel(label("exp_accuracy"))
-    ax.legend(fontsize=8, ncols=2)
+    ax.legend(fontsize=9, ncols=2)
     return fig
 
 
@@ -191,7 +190,7 @@ def experiment_curves_figure(results, task="lm", seed=None):
         ax.plot(steps, loss, lw=1, label=_name(r["encoding"], "trained"))
     ax.set_xlabel(label("exp_step"))
     ax.set_ylabel(label("exp_loss"))
-    ax.legend(fontsize=8, ncols=2)
+    ax.legend(fontsize=9, ncols=2)
     return fig
 
 

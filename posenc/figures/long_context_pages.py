@@ -86,12 +86,12 @@ def long_context_scales_figure(curves, trained_length):
                 label=name)
     ax.axvline(trained_length, color="0.4", lw=0.9, ls="--")
     ax.annotate(label("lc_trained_length"), (trained_length, 1.0), xytext=(4, 4),
-                textcoords="offset points", fontsize=8, color="0.3")
+                textcoords="offset points", fontsize=9, color="0.3")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel(label("lc_wavelength"))
     ax.set_ylabel(label("lc_scale"))
-    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    ax.legend(loc="upper left", fontsize=9, frameon=False)
     return fig
 
 
@@ -123,11 +123,24 @@ def long_context_reach_figure(curves, trained_length):
     curves = _check_curves(curves)
     fig, ax = new_figure(figsize=(7.0, 4.0))
     ax.axhspan(0, 1.0, color="0.92", zorder=0)
-    ax.annotate(label("lc_seen"), (0.01, 0.04), xycoords="axes fraction", fontsize=8,
+    ax.annotate(label("lc_seen"), (0.01, 0.04), xycoords="axes fraction", fontsize=9,
                 color="0.3")
+    # Methods whose reach is the same at every pair (PI, YaRN and Llama 3.1 all keep
+    # every angle inside the trained range) are one curve with one legend entry naming
+    # them all: drawn one by one they hid each other.
+    groups: list[tuple[int, list[str], np.ndarray, np.ndarray]] = []
     for k, (name, lam, reach) in enumerate(curves):
+        lam, reach = np.asarray(lam, dtype=np.float64), np.asarray(reach, dtype=np.float64)
+        for _, names, lam0, reach0 in groups:
+            if lam0.shape == lam.shape and np.allclose(lam0, lam) and np.allclose(
+                    reach0, reach, rtol=1e-9, atol=0, equal_nan=True):
+                names.append(name)
+                break
+        else:
+            groups.append((k, [name], lam, reach))
+    for k, names, lam, reach in groups:
         ax.plot(lam, reach, marker=_MARKERS[k % len(_MARKERS)], ms=3, lw=1.2,
-                color=f"C{k}", label=name)
+                color=f"C{k}", label=" = ".join(names))
     ax.axvline(trained_length, color="0.4", lw=0.9, ls="--")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -135,7 +148,7 @@ def long_context_reach_figure(curves, trained_length):
     ax.set_ylim(0.5, max(2.0, top * 1.5))
     ax.set_xlabel(label("lc_wavelength"))
     ax.set_ylabel(label("lc_reach"))
-    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    ax.legend(loc="upper left", fontsize=9, frameon=False)
     return fig
 
 
@@ -170,7 +183,7 @@ def long_context_score_figure(offsets, extrapolated, interpolated, trained_lengt
     ax.set_yscale("symlog", linthresh=1.0)
     ax.set_xlabel(label("lc_offset"))
     ax.set_ylabel(label("lc_score"))
-    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    ax.legend(loc="upper left", fontsize=9, frameon=False)
     return fig
 
 
@@ -209,5 +222,5 @@ def long_context_entropy_figure(n_keys, entropy_plain, entropy_scaled, trained_l
     ax.set_xscale("log", base=2)
     ax.set_xlabel(label("lc_keys"))
     ax.set_ylabel(label("lc_entropy"))
-    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    ax.legend(loc="upper left", fontsize=9, frameon=False)
     return fig

@@ -91,7 +91,7 @@ def model_spectrum_figure(description):
         ax.set_title(f"{description.name.split(' (')[0]}: {title}", fontsize=10)
         ax.set_xlabel(label("models_pair"))
         ax.set_ylabel(label("models_wavelength"))
-        ax.legend(fontsize=8.5, loc="upper left")
+        ax.legend(fontsize=9, loc="upper left")
     return fig
 
 

@@ -191,10 +191,10 @@ def mrope_ids_figure(position_ids, is_image):
               aspect="auto", interpolation="nearest")
     for i in range(3):
         for s in range(seq):
-            ax.text(s, i, str(int(ids[i, s])), ha="center", va="center", fontsize=8)
+            ax.text(s, i, str(int(ids[i, s])), ha="center", va="center", fontsize=9)
     ax.set_yticks([0, 1, 2], [label("md_time"), label("md_height"), label("md_width")])
     ax.set_xticks(np.arange(seq))
-    ax.tick_params(axis="x", labelsize=7)
+    ax.tick_params(axis="x", labelsize=9)
     ax.set_xlabel(label("md_token"))
     ax.set_xticks(np.arange(seq + 1) - 0.5, minor=True)
     ax.set_yticks(np.arange(4) - 0.5, minor=True)

@@ -122,7 +122,7 @@ def index_magnitude_figure(positions, position_norms, token_norms, cosines):
     ax_a.plot(p, pn, color="C0", lw=1.6, label=label("np_pos_norm"))
     ax_a.set_yscale("symlog", linthresh=1.0)
     ax_a.set(xlabel=label("position"), ylabel=label("np_norm"), title=label("np_norm_title"))
-    ax_a.legend(loc="lower right", frameon=False, fontsize=8)
+    ax_a.legend(loc="lower right", frameon=False, fontsize=9)
     ax_b.plot(p, cs, color="C3", lw=1.6)
     ax_b.axhline(1.0, color="0.6", lw=0.8, ls=":")
     ax_b.set(xlabel=label("position"), ylabel=label("np_cos"), title=label("np_cos_title"),
@@ -289,7 +289,7 @@ def counter_waves_figure(n_positions=32, n_bits=4):
                 label=label("np_wave") if j == 0 else None)
         ax.set_ylim(-0.15, 1.15)
         ax.set_yticks([0, 1])
-        ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, fontsize=8)
+        ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, fontsize=9)
     axes[0, 0].set_title(label("np_counter_title"))
     axes[-1, 0].set_xlabel(label("position"))
     return fig
@@ -337,7 +337,7 @@ def one_frequency_circles_figure(omegas=(1.0, 0.01), n_positions=50):
         sc = ax.scatter(np.sin(p * w), np.cos(p * w), c=p, cmap="viridis", s=18, zorder=3)
         for q in (0, 1):
             ax.annotate(str(q), (np.sin(q * w), np.cos(q * w)), textcoords="offset points",
-                        xytext=(6, 4), fontsize=8)
+                        xytext=(6, 4), fontsize=9)
         ax.set_aspect("equal")
         ax.set(xlim=(-1.25, 1.25), ylim=(-1.25, 1.25), xlabel=r"$\sin p\omega$",
                ylabel=r"$\cos p\omega$", title=label("np_circle_title").format(w=w, n=n - 1))
@@ -391,7 +391,7 @@ def frequency_variants_figure(d_model=512, top=1e8):
     ax.set_yscale("log")
     ax.set(xlabel=label("np_column"), ylabel=label("wavelength"), ylim=(1.0, top),
            title=label("np_variants_title").format(d=d))
-    ax.legend(loc="lower right", frameon=False, fontsize=8)
+    ax.legend(loc="lower right", frameon=False, fontsize=9)
     return fig
 
 
@@ -438,7 +438,7 @@ def log_space_error_figure(err_exp, err_pow, d_model):
     ax.set_yscale("log")
     ax.set(xlabel=label("pair_i"), ylabel=label("np_rel_err"), ylim=(floor / 2, 3e-6),
            title=label("np_err_title").format(d=d))
-    ax.legend(loc="lower right", frameon=False, fontsize=8)
+    ax.legend(loc="lower right", frameon=False, fontsize=9)
     return fig
 
 

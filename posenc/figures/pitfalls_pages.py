@@ -81,7 +81,7 @@ def double_step_wavelength_figure(correct, buggy, seq_len, base=10000.0):
     ax.axhline(2 * np.pi * base, color="0.6", ls="-.", label=label("pit_base_line"))
     ax.set_xlabel(label("pit_pair"))
     ax.set_ylabel(label("pit_wavelength"))
-    ax.legend(fontsize=8, frameon=False, loc="upper left")
+    ax.legend(fontsize=9, frameon=False, loc="upper left")
     return fig
 
 
@@ -113,7 +113,7 @@ def shift_residual_figure(correct_residuals, buggy_residuals):
     ax.set_xlabel(label("pit_column"))
     ax.set_ylabel(label("pit_residual"), fontsize=9)
     ax.set_ylim(1e-17, 10)
-    ax.legend(fontsize=8, frameon=False, loc="center right")
+    ax.legend(fontsize=9, frameon=False, loc="center right")
     return fig
 
 
@@ -144,7 +144,7 @@ def layout_probe_figure(positions, matched, mismatched):
     ax.plot(p, matched, lw=2.5, color="C0", label=label("pit_matched"))
     ax.set_xlabel(label("pit_true_pos"))
     ax.set_ylabel(label("pit_decoded"))
-    ax.legend(fontsize=8, frameon=False, loc="upper left")
+    ax.legend(fontsize=9, frameon=False, loc="upper left")
     return fig
 
 
@@ -183,8 +183,8 @@ def low_precision_figure(positions, stored, errors):
     ax0.set_ylabel(label("pit_stored"))
     ax1.set_xlabel(label("pit_true_pos"))
     ax1.set_ylabel(label("pit_pe_error"))
-    ax0.legend(fontsize=8, frameon=False)
-    ax1.legend(fontsize=8, frameon=False, loc="upper left")
+    ax0.legend(fontsize=9, frameon=False)
+    ax1.legend(fontsize=9, frameon=False, loc="upper left")
     return fig
 
 

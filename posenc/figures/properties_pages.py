@@ -136,7 +136,7 @@ def shift_rotation_figure(k=3, d_model=16, base=10000.0, pair=1, n_points=13):
     ax1.plot(x, y, "o", color="C0", ms=5)
     for pi in p:
         ax1.annotate(str(pi), (x[pi], y[pi]), textcoords="offset points",
-                     xytext=(8 * x[pi], 8 * y[pi]), ha="center", va="center", fontsize=8)
+                     xytext=(8 * x[pi], 8 * y[pi]), ha="center", va="center", fontsize=9)
     for start, color in ((0, "C3"), (6, "C2")):
         ax1.annotate("", xy=(x[start + k], y[start + k]), xytext=(x[start], y[start]),
                      arrowprops={"arrowstyle": "->", "color": color, "lw": 1.5,
@@ -148,7 +148,7 @@ def shift_rotation_figure(k=3, d_model=16, base=10000.0, pair=1, n_points=13):
     ax1.set_xlabel(label("props_sin_axis"))
     ax1.set_ylabel(label("props_cos_axis"))
     ax1.set_title(label("props_pair_circle").format(i=pair), fontsize=9)
-    ax1.legend(loc="upper center", fontsize=8, frameon=False)
+    ax1.legend(loc="upper center", fontsize=9, frameon=False)
     return fig
 
 
@@ -187,7 +187,7 @@ def signed_dot_product_figure(offsets, scores, positions, d_model):
     ax.set_xlabel(label("offset"))
     ax.set_ylabel(label("props_dot"))
     ax.set_title(label("props_dot_title").format(d=d_model), fontsize=10)
-    ax.legend(fontsize=8, frameon=False)
+    ax.legend(fontsize=9, frameon=False)
     return fig
 
 
@@ -229,10 +229,10 @@ def projected_scores_figure(offsets, identity_scores, learned_scores, stationary
              axes[1].plot(offsets, odd, color="k", lw=1.6, ls="--")[0]]
     lo, hi = axes[1].get_ylim()
     axes[1].set_ylim(lo, hi + 0.45 * (hi - lo))
-    axes[1].legend(lines, [label("props_stationary"), label("props_odd")], fontsize=8,
+    axes[1].legend(lines, [label("props_stationary"), label("props_odd")], fontsize=9,
                    frameon=False, loc="upper left")
     axes[0].set_ylabel(label("props_score"), fontsize=9)
-    axes[0].legend(fontsize=8, frameon=False, loc="upper right")
+    axes[0].legend(fontsize=9, frameon=False, loc="upper right")
     return fig
 
 
@@ -280,7 +280,7 @@ def offset_distance_figure(offsets, distances, d_model, base=10000.0, mark=512):
     ax.set_ylim(dist[0] * 0.5, np.sqrt(2 * d_model) * 1.6)
     ax.set_xlabel(label("offset"))
     ax.set_ylabel(label("props_distance"))
-    ax.legend(fontsize=8, frameon=True, framealpha=0.9, loc="lower right")
+    ax.legend(fontsize=9, frameon=True, framealpha=0.9, loc="lower right")
     return fig
 
 
@@ -332,7 +332,7 @@ def collision_ratio_figure(rows, n_positions):
         ax.plot(widths, ratio, "o-", color=f"C{n}", label=label("props_ratio_base").format(b=b))
         for w, r, (_, s) in zip(widths, ratio, pts):
             ax.annotate(f"k={s.closest_offset:,}", (w, r), textcoords="offset points",
-                        xytext=(4, 6 if n % 2 == 0 else -12), fontsize=7, color=f"C{n}")
+                        xytext=(4, 6 if n % 2 == 0 else -12), fontsize=9, color=f"C{n}")
     ax.axhline(1.0, color="0.3", ls="--", label=label("props_ratio_one"))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -344,7 +344,7 @@ def collision_ratio_figure(rows, n_positions):
     ax.set_xlabel(label("props_ratio_width"))
     ax.set_ylabel(label("props_ratio"))
     ax.set_title(label("props_ratio_title").format(n=n_positions), fontsize=10)
-    ax.legend(fontsize=8, frameon=True, framealpha=0.9, loc="lower right")
+    ax.legend(fontsize=9, frameon=True, framealpha=0.9, loc="lower right")
     return fig
 
 
@@ -417,7 +417,7 @@ def float32_angle_figure(positions, naive_error, posenc_error, fastest_step=1.0)
     ax.set_xlabel(label("position"))
     ax.set_ylabel(label("props_angle_error"))
     ax.set_ylim(top=1e3)
-    ax.legend(fontsize=8, frameon=True, framealpha=0.9, loc="upper left")
+    ax.legend(fontsize=9, frameon=True, framealpha=0.9, loc="upper left")
     return fig
 
 
@@ -456,7 +456,7 @@ def extrapolation_coverage_figure(seen, later, train_length, test_length, d_mode
     ax0.set_xlabel(label("props_pair_index"))
     ax0.set_ylabel(label("props_coverage"))
     ax0.set_ylim(0, 1.08)
-    ax0.legend(fontsize=8, frameon=False, loc="upper right")
+    ax0.legend(fontsize=9, frameon=False, loc="upper right")
 
     # one slow pair: the arc training swept and the arc a longer sequence adds
     j = int(np.argmin(np.abs(seen - 0.2)))
@@ -473,6 +473,6 @@ def extrapolation_coverage_figure(seen, later, train_length, test_length, d_mode
     ax1.set_xticks([])
     ax1.set_yticks([])
     ax1.set_title(label("props_arc_title").format(i=j, lam=2 * np.pi / w), fontsize=9)
-    ax1.legend(fontsize=8, frameon=False, loc="upper center")
+    ax1.legend(fontsize=9, frameon=False, loc="upper center")
     return fig
 

@@ -199,7 +199,10 @@ def rope_scores_figure(scores):
     im = ax_m.imshow(S, cmap="RdBu_r", vmin=-lim, vmax=lim, origin="upper")
     ax_m.set_xlabel(label("rope_key_position"))
     ax_m.set_ylabel(label("rope_query_position"))
-    fig.colorbar(im, ax=ax_m, shrink=0.85, label=label("rope_score"))
+    # The colour bar has no label of its own: next to the right panel's y label it read
+    # "score score".  The matrix's title says what the colours are.
+    fig.colorbar(im, ax=ax_m, shrink=0.85)
+    ax_m.set_title(label("rope_score"), fontsize=10)
     m, n = np.indices(S.shape)
     ax_o.scatter((m - n).ravel(), S.ravel(), s=6, alpha=0.25, color="C0",
                  label=label("rope_all_entries"), rasterized=True)
@@ -208,7 +211,7 @@ def rope_scores_figure(scores):
     ax_o.axhline(0, color="0.7", lw=0.6)
     ax_o.set_xlabel(label("rope_offset"))
     ax_o.set_ylabel(label("rope_score"))
-    ax_o.legend(loc="upper right", fontsize=8, frameon=False)
+    ax_o.legend(loc="upper right", fontsize=9, frameon=False)
     return fig
 
 
@@ -253,7 +256,7 @@ def rope_decay_figure(distances, bound, rms_random, mean_self):
     ax.axhline(0, color="0.7", lw=0.6)
     ax.set_xlabel(label("rope_distance"))
     ax.set_ylabel(label("rope_relative_to_0"))
-    ax.legend(loc="center right", fontsize=8, frameon=True, framealpha=0.9)
+    ax.legend(loc="center right", fontsize=9, frameon=True, framealpha=0.9)
     return fig
 
 
@@ -294,11 +297,11 @@ def rope_wavelengths_figure(d_model, bases, contexts):
     for c in contexts:
         ax.axhline(c, color="0.45", lw=0.8, ls="--")
         ax.annotate(f"{c:,} {label('rope_tokens')}", (0, c), xytext=(2, 3),
-                    textcoords="offset points", fontsize=8, color="0.3")
+                    textcoords="offset points", fontsize=9, color="0.3")
     ax.set_yscale("log")
     ax.set_xlabel(label("rope_pair_index"))
     ax.set_ylabel(label("rope_wavelength"))
-    ax.legend(loc="lower right", fontsize=8, frameon=False)
+    ax.legend(loc="lower right", fontsize=9, frameon=False)
     return fig
 
 
@@ -338,5 +341,5 @@ def rope_float32_error_figure(positions, err_float32_angles, err_posenc):
     ax.set_ylim(bottom=1e-9)
     ax.set_xlabel(label("rope_position"))
     ax.set_ylabel(label("rope_max_abs_error"))
-    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    ax.legend(loc="upper left", fontsize=9, frameon=False)
     return fig

@@ -103,7 +103,9 @@ def sinusoid_waveforms(n_positions=100, d_model=64, columns=(0, 2, 8, 16), base=
         ax.plot(p, pe[:, c], color=f"C{n}", lw=1.4, label=label("column_j").format(j=c))
     ax.set(xlabel=label("position"), ylabel=label("value"), title=label("waveforms_title"),
            ylim=(-1.15, 1.15))
-    ax.legend(loc="lower left", ncols=min(len(cols), 4), frameon=False, fontsize=8)
+    # Below the axes, not inside: every part of the plot has a curve in it.
+    fig.legend(loc="outside lower center", ncols=min(len(cols), 4), frameon=False,
+               fontsize=9)
     return fig
 
 
@@ -140,7 +142,7 @@ def wavelength_spectrum(d_model=512, base=10000.0):
     ax.set_yscale("log")
     ax.set(xlabel=label("pair_i"), ylabel=label("wavelength"),
            title=label("spectrum_title").format(d=d_model, base=float(base)))
-    ax.legend(loc="lower right", frameon=False, fontsize=8)
+    ax.legend(loc="lower right", frameon=False, fontsize=9)
     return fig
 
 
@@ -245,6 +247,6 @@ def row_across_columns_figure(positions=(0, 4, 12, 40), d_model=512, base=10000.
         ax.set(xlim=(0, d - 1), ylim=(-1.2, 1.45), xlabel=label("dimension"),
                ylabel=label("value"))
         ax.set_title(label("row_position").format(p=p), fontsize=10)
-    flat[0].legend(loc="upper right", ncols=2, frameon=False, fontsize=7)
+    flat[0].legend(loc="upper right", ncols=2, frameon=False, fontsize=9)
     fig.suptitle(label("row_title").format(d=d), fontsize=10)
     return fig

@@ -167,6 +167,8 @@ BREAKAGE = """
   <p><img class="dark-light" src="_images/clear.png" alt="a figure with a transparent background"></p>
   <div class="highlight"><pre>x = 1</pre></div>
   <div style="width: 2000px">a line that does not wrap</div>
+  <script src="_static/scripts/fontawesome.js"></script>
+  <img src="_images/tiny.png" alt="a figure whose words are 3 pt">
   <div class="highlight"><pre class="posenc-no-cue">x = "a code line far wider than a phone's screen, scrolling in its box with no cue"</pre></div>
   <style>.posenc-no-cue { -webkit-mask-image: none !important; mask-image: none !important; }</style>
   <script src="https://cdn.example.com/analytics.js"></script>
@@ -190,6 +192,16 @@ DEAD_TOGGLES = """
 """
 
 
+def _tiny_text_figure(path: Path) -> None:
+    """A PNG that says its smallest words are 3 pt at 220 dpi: unreadable on any screen."""
+    from PIL import Image
+    from PIL.PngImagePlugin import PngInfo
+
+    info = PngInfo()
+    info.add_text("posenc-min-font-pt", "3")
+    Image.new("RGB", (1400, 600), (255, 255, 255)).save(path, pnginfo=info, dpi=(220, 220))
+
+
 def _broken_site(site: Path, tmp: Path) -> Path:
     """A copy of en/index.html as en/broken.html, with one breakage per check."""
     for lang in ("en", "zh"):
@@ -201,6 +213,7 @@ def _broken_site(site: Path, tmp: Path) -> Path:
     images.mkdir()
     _png(images / "opaque.png", (255, 255, 255, 255))
     _png(images / "clear.png", (0, 0, 0, 0))
+    _tiny_text_figure(images / "tiny.png")
     html = (site / "en" / "index.html").read_text(encoding="utf-8")
     # No copy buttons: drop copybutton.js.  The language switch still says index.html.
     # The transparent image opts out of the theme's white backing (class dark-light).
@@ -255,6 +268,9 @@ def test_switch_without_posenc_js_loses_the_place(site, browser, tmp_path):
 EXPECTED_NARROW_FAILURES = {
     "sideways scroll": "the page scrolls sideways by",
     "scroll box without a cue": "box(es) scroll sideways at 390 px with no cue",
+    "heavy asset": "loads ['fontawesome.js'] (the book does without)",
+    "figure without a font record": "figure opaque.png carries no font size",
+    "figure words too small": "draws words at 2.3 px at 390 px (minimum 8) and does not enlarge",
     "dead chapter-list button": "chapter list at 390 px: clicking .primary-toggle does not open",
     "dead contents button": "page contents at 390 px: clicking .secondary-toggle does not open",
 }

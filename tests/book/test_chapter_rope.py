@@ -450,7 +450,7 @@ def test_figures_draw_in_both_languages(language, recwarn):
             rope_pages.rope_float32_error_figure(p[1:], p[1:] * 1e-9, np.full(299, 1e-7)),
         ]
         for fig in figs:
-            assert fig._repr_png_()[:4] == b"\x89PNG"
+            assert fig._repr_png_()[0][:4] == b"\x89PNG"
         glyph = [w for w in recwarn if "Glyph" in str(w.message)]
         assert not glyph
     finally:

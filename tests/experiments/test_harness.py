@@ -140,7 +140,7 @@ def test_chapter_figures_render_the_quick_results(tmp_path, recwarn):
                                                                  "yarn zero-shot")),
                     pf.experiment_copy_figure(r), pf.experiment_curves_figure(r)]
             for fig in figs:
-                assert fig._repr_png_()[:4] == b"\x89PNG"
+                assert fig._repr_png_()[0][:4] == b"\x89PNG"
                 assert fig.axes[0].get_legend() is not None
             table = str(pf.experiment_table(r))
             assert table.count("\n") == 2 + len(ENCODINGS) + 5  # header, rule, runs

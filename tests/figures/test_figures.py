@@ -160,8 +160,19 @@ def test_png_has_no_timestamp_or_version():
 
 
 def test_figure_repr_png_for_jupyter():
+    """A 2x PNG that the page shows at DPI pixels per inch, with its smallest font."""
+    from PIL import Image
+
+    from posenc.figures import _style
+
     fig = pf.encoding_pipeline()
-    assert fig._repr_png_()[:4] == b"\x89PNG"
+    png, meta = fig._repr_png_()
+    assert png[:4] == b"\x89PNG"
+    width_in = fig.get_size_inches()[0]
+    assert meta == {"width": round(width_in * _style.DPI)}
+    image = Image.open(io.BytesIO(png))
+    assert image.width == pytest.approx(width_in * _style.DPI * _style.PNG_SCALE, abs=2)
+    assert float(image.text[_style.MIN_FONT_KEY]) == pf.min_font_size(fig) > 0
 
 
 def test_figure_argument_errors():
@@ -226,3 +237,42 @@ def test_a_label_of_a_module_not_yet_imported_is_found():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "不缩放"
+
+
+# -- Legibility (issue 21) -------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_no_word_smaller_than_nine_points(name):
+    """9 pt is the book's smallest figure text (the browser test measures it on the page)."""
+    assert pf.min_font_size(FIGURES[name]()) >= 9
+
+
+def test_rope_scores_figure_names_score_once_per_panel():
+    fig = pf.rope_scores_figure(np.add.outer(np.arange(6.0), -np.arange(6.0)))
+    ax_m, ax_o, cbar = fig.axes
+    assert cbar.get_ylabel() == ""  # beside the right panel's y label it read "score score"
+    assert ax_m.get_title() == pf.label("rope_score") == ax_o.get_ylabel()
+
+
+def _overlaps(a, b):
+    return not (a.x1 <= b.x0 or b.x1 <= a.x0 or a.y1 <= b.y0 or b.y1 <= a.y0)
+
+
+def test_waveform_legend_is_outside_the_axes():
+    fig = pf.sinusoid_waveforms()
+    fig.draw_without_rendering()
+    renderer = fig._get_renderer()
+    (legend,) = fig.legends
+    assert not fig.axes[0].get_legend()
+    assert not _overlaps(legend.get_window_extent(renderer),
+                         fig.axes[0].get_window_extent(renderer))
+
+
+def test_reach_figure_draws_identical_curves_once():
+    lam = [10.0, 100.0, 1e4]
+    fig = pf.long_context_reach_figure(
+        [("PI", lam, [1.0, 1.0, 1.0]), ("NTK", lam, [1.0, 1.0, 2.0]),
+         ("YaRN", lam, [1.0, 1.0, 1.0])], 4096)
+    names = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert names == ["PI = YaRN", "NTK"]
+    assert len(fig.axes[0].lines) == 3  # two curves and the training-length line
