@@ -92,15 +92,27 @@ def test_distance_is_not_proportional_to_the_offset():
 
 
 @settings(max_examples=8, deadline=None)
-@given(st.integers(32, 512).map(lambda h: 2 * h), st.floats(1000.0, 20_000.0))
+@given(st.integers(64, 512).map(lambda h: 2 * h), st.floats(1000.0, 20_000.0))
 def test_distance_follows_the_sqrt_log_law_then_hovers_around_sqrt_d(d, base):
-    """Page: grows like sqrt(d ln k / ln base), then hovers around sqrt(d)."""
+    """Page: grows like sqrt(d ln k / ln base), then hovers around sqrt(d).
+
+    Within 20 % from d = 128 up (a scan of bases 1000-20000 gives 0.90-1.16 at d = 128,
+    0.99-1.13 at d = 512); at d = 64 the approximation is looser, up to 23 % (hypothesis
+    found d = 64, base 4614 at 1.2000; the next test pins d = 64 to 25 %)."""
     k = np.arange(10, int(base / 10) + 1)
     ratio = offset_distance(k, d, base) / np.sqrt(d * np.log(k) / np.log(base))
     assert np.all((0.8 < ratio) & (ratio < 1.2))           # within 20 % for 10 <= k <= base/10
     far = np.arange(int(10 * base) + 1, int(10 * base) + 50_001)
     far_dist = offset_distance(far, d, base)
     assert abs(far_dist.mean() / np.sqrt(d) - 1) < 0.02      # mean within 2 % of sqrt(d)
+
+
+@pytest.mark.parametrize("base", [1000.0, 3673.0, 4614.0, 10_000.0, 20_000.0])
+def test_distance_law_is_looser_at_d_64(base):
+    d = 64
+    k = np.arange(10, int(base / 10) + 1)
+    ratio = offset_distance(k, d, base) / np.sqrt(d * np.log(k) / np.log(base))
+    assert np.all((0.75 < ratio) & (ratio < 1.25))
 
 
 def test_distance_law_in_the_pages_setting():
