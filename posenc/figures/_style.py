@@ -286,9 +286,9 @@ def min_font_size(fig):
     Examples
     --------
     >>> fig, ax = new_figure(); _ = ax.set_title("t", fontsize=14)
-    >>> _ = ax.text(0.5, 0.5, "small", fontsize=9)
+    >>> _ = ax.text(0.5, 0.5, "small", fontsize=6)
     >>> min_font_size(fig)
-    7.0
+    6.0
     """
     from matplotlib.text import Text
 
