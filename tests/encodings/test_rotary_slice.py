@@ -113,3 +113,30 @@ def test_narrower_than_dim_is_an_error_naming_the_rule():
 def test_repr_names_the_slice():
     assert "rotary_slice='last'" in repr(RotaryEmbedding(8, rotary_slice="last"))
     assert "rotary_slice" not in repr(RotaryEmbedding(8))
+
+
+def test_slice_after_meta_init_in_inference_mode_and_from_threads():
+    import threading
+
+    torch.manual_seed(3)
+    ref = RotaryEmbedding(8, rotary_slice="last")
+    q, k = torch.randn(1, 2, 5, 24), torch.randn(1, 1, 5, 8)
+    want = ref(q, k)
+    with torch.device("meta"):
+        meta = RotaryEmbedding(8, rotary_slice="last")
+    real = meta.to_empty(device="cpu")
+    assert all(torch.equal(a, b) for a, b in zip(real(q, k), want))
+    with torch.inference_mode():
+        assert all(torch.equal(a, b) for a, b in zip(ref(q, k), want))
+    assert [t.shape for t in ref(q.to("meta"), k.to("meta"))] == [q.shape, k.shape]
+    results = []
+
+    def run():
+        results.append(all(torch.equal(a, b) for a, b in zip(ref(q, k), want)))
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [True] * 4
