@@ -56,6 +56,7 @@ from ._validation import (
     check_base,
     check_d_model,
     check_layout,
+    _check_positions_shape,
     check_positions,
     check_positions_tensor,
     check_real,
@@ -575,7 +576,27 @@ def _tensor_tables(x, pos, base, rotary_dim, table_layout):
     return r, tables
 
 
+def _fused_call(x, pos, base, layout, rotary_dim, inplace):
+    """The fused Triton kernel for CUDA tensors (:mod:`posenc.torch._fused`), or None
+    where it does not apply (CPU, float64, Triton missing, torch.func transforms)."""
+    if x.device.type != "cuda":
+        return None
+    from .torch import _fused
+
+    if not _fused.fused_eligible(x):
+        return None
+    _check_x_shape(tuple(x.shape))
+    if pos is not None:
+        shape = tuple(pos.shape) if _is_tensor(pos) else np.shape(pos)
+        _check_positions_shape(shape, x.shape[-2], "positions")
+    r = check_rotary_dim(rotary_dim, x.shape[-1])
+    return _fused.apply_rope_fused(x, pos, base, layout, r, inplace)
+
+
 def _apply_rope_torch(x, pos, base, layout, rotary_dim):
+    fused = _fused_call(x, pos, base, layout, rotary_dim, False)
+    if fused is not None:
+        return fused
     if _functional_mode(x):
         r, cos, sin = _functional_tables(x, pos, base, rotary_dim)
         return _rotate_functional(x, cos, sin, r, layout)
@@ -818,6 +839,10 @@ def _apply_rope_torch_into(x, pos, base, layout, rotary_dim, out, name):
         raise TypeError(f"out must be a torch.Tensor when x is one, got {type(out).__name__}")
     functional = _functional_mode(x) or _functional_mode(out)
     inplace = _check_out_tensor(x, out, name, eager=not functional)
+    if inplace and not (torch.is_grad_enabled() and x.requires_grad):
+        fused = _fused_call(x, pos, base, layout, rotary_dim, True)
+        if fused is not None:
+            return fused
     if functional:  # traced, transformed, meta: compute, then one copy into out
         r, cos, sin = _functional_tables(x, pos, base, rotary_dim)
         return out.copy_(_rotate_functional(x, cos, sin, r, layout))

@@ -70,6 +70,7 @@ from ..rope import (
     apply_rope,
 )
 from ..sinusoidal import inverse_frequencies
+from . import _fused
 
 __all__ = ["RotaryEmbedding", "compiled_apply_rope"]
 
@@ -83,6 +84,9 @@ _GROW_LOCK = threading.Lock()
 
 #: Position dtypes read on their device (``aminmax``, indexing); others go through NumPy.
 _FAST_POSITION_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+#: Input dtypes the fused kernel rotates (computing in float32); float64 takes the torch path.
+_FUSED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
 def _next_pow2(n):
@@ -119,6 +123,12 @@ def _is_fake(t):
 
 
 RotarySlice = Literal["all", "first", "last"]
+Backend = Literal["auto", "triton", "torch"]
+
+_NO_TRITON = (
+    "backend='triton' needs Triton: pip install 'posenc[triton]' (Triton ships with "
+    "PyTorch's CUDA wheels on Linux)"
+)
 
 
 class RotaryEmbedding(nn.Module):
@@ -285,9 +295,16 @@ class RotaryEmbedding(nn.Module):
                  max_seq_len: int = 4096, compiled: bool = False,
                  rope_parameters: Mapping[str, Any] | None = None,
                  max_position_embeddings: int | None = None,
-                 rotary_slice: RotarySlice = "all") -> None:
+                 rotary_slice: RotarySlice = "all", backend: Backend = "auto") -> None:
         super().__init__()
         self.compiled = check_bool(compiled, "compiled")
+        if backend not in ("auto", "triton", "torch"):
+            raise ValueError(
+                f"backend must be 'auto', 'triton' or 'torch', got {backend!r}")
+        if backend == "triton" and not _fused.available():
+            raise ImportError(_NO_TRITON)
+        self.backend = backend
+        self._freq_buffers: dict[Any, torch.Tensor] = {}
         if rotary_slice not in ("all", "first", "last"):
             raise ValueError(
                 f"rotary_slice must be 'all', 'first' or 'last', got {rotary_slice!r}")
@@ -551,7 +568,8 @@ class RotaryEmbedding(nn.Module):
         return tuple(out)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor,
-                positions: Positions | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                positions: Positions | None = None, *,
+                inplace: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate ``q`` and ``k`` (shape ``(..., seq, dim)``) at the same positions.
 
         Parameters
@@ -560,8 +578,14 @@ class RotaryEmbedding(nn.Module):
             Floating-point, shape ``(..., seq, dim)`` (the leading dimensions may
             differ, e.g. grouped-query attention).
         positions : torch.Tensor or array_like of int, optional
-            Shape ``(seq,)``; default ``0 .. seq - 1``.  Any integers that fit in int64
-            (negative allowed); an empty list for an empty sequence.
+            Shape ``(seq,)``, shared by every sample; or ``(batch, seq)``, one row per
+            sample, for 4-D ``q`` and ``k`` of shape ``(batch, heads, seq, dim)``
+            (packed or left-padded batches).  Default ``0 .. seq - 1``.  Any integers
+            that fit in int64 (negative allowed); an empty list for an empty sequence.
+        inplace : bool, keyword-only, default False
+            Write the rotation into ``q`` and ``k`` themselves and return them (no
+            output is allocated; PyTorch's rules for in-place operations apply, e.g. not
+            on a leaf that requires grad).
 
         Returns
         -------
@@ -577,23 +601,152 @@ class RotaryEmbedding(nn.Module):
                 raise ValueError(
                     f"{name} must have shape (..., seq, {width}), got {tuple(t.shape)}"
                 )
-        if q.shape[-2] != k.shape[-2]:
+        seq = q.shape[-2]
+        if k.shape[-2] != seq:
             raise ValueError(
-                f"q and k must have the same sequence length, got {q.shape[-2]} and {k.shape[-2]}"
+                f"q and k must have the same sequence length, got {seq} and {k.shape[-2]}"
             )
+        per_sample = False
         if positions is not None:
-            seq = q.shape[-2]
             shape = tuple(positions.shape) if torch.is_tensor(positions) else np.shape(positions)
-            if len(shape) != 1 or shape[0] != seq:
+            if len(shape) == 2 and shape[1] == seq:
+                if q.ndim != 4 or k.ndim != 4 or not shape[0] == q.shape[0] == k.shape[0]:
+                    raise ValueError(
+                        f"positions of shape {shape} (one row per sample) need q and k of "
+                        f"shape (batch={shape[0]}, heads, seq={seq}, dim), got "
+                        f"{tuple(q.shape)} and {tuple(k.shape)}"
+                    )
+                per_sample = True
+            elif len(shape) != 1 or shape[0] != seq:
                 raise ValueError(
-                    f"positions must have shape ({seq},) (the sequence length, q.shape[-2]), "
-                    f"got {shape}"
+                    f"positions must have shape ({seq},) (the sequence length, q.shape[-2]) "
+                    f"or (batch, {seq}), got {shape}"
                 )
+        if check_bool(inplace, "inplace"):
+            return self._forward_inplace(q, k, positions, per_sample)
+        if self._fused_route(q, k):
+            return self._forward_fused(q, k, positions, False)
+        if per_sample:
+            return self._forward_per_sample(q, k, positions)
         if sliced:
             (q_keep, q_rot), (k_keep, k_rot) = self._split(q), self._split(k)
             q_rot, k_rot = self._rotate_pair(q_rot, k_rot, positions)
             return self._join(q_keep, q_rot), self._join(k_keep, k_rot)
         return self._rotate_pair(q, k, positions)
+
+    # -- the fused Triton path and per-sample positions ------------------------------------
+
+    def _fused_route(self, q, k):
+        """Whether this call runs the fused kernel (:mod:`posenc.torch._fused`)."""
+        backend = self.backend
+        if backend == "torch" or self.compiled:
+            return False
+        if backend == "auto" and not (q.is_cuda and k.is_cuda and _fused.available()):
+            return False
+        if backend == "triton" and not (_fused.runs_here(q) and _fused.runs_here(k)):
+            raise ValueError(
+                "backend='triton' runs on CUDA tensors (or on CPU tensors under Triton's "
+                f"interpreter, TRITON_INTERPRET=1), got q on {q.device}, k on {k.device}"
+            )
+        if q.dtype not in _FUSED_DTYPES or k.dtype not in _FUSED_DTYPES:
+            return False  # float64: the torch path, float64 tables for the call
+        if torch.compiler.is_compiling():
+            return self.rope_type not in ("dynamic", "longrope")
+        return not (torch._C._are_functorch_transforms_active()
+                    or torch.autograd.forward_ad._current_level >= 0
+                    or torch._C._len_torch_dispatch_stack() > 0)
+
+    def _freq_buffer(self, device, inv_freq=None):
+        """The kernel's float64 (frequencies, attention factor) on ``device``, cached per
+        device for the table's frequencies."""
+        freq_buffer = _fused.freq_buffer
+        if inv_freq is None or inv_freq is self._inv_freq:
+            if torch.compiler.is_compiling():
+                return freq_buffer(self._inv_freq, self.attention_factor, device)
+            buf = self._freq_buffers.get(device)
+            if buf is None:
+                with torch.inference_mode(False):
+                    buf = freq_buffer(self._inv_freq, self.attention_factor, device)
+                self._freq_buffers[device] = buf
+            return buf
+        with torch.inference_mode(False):
+            return freq_buffer(inv_freq, self.attention_factor, device)
+
+    def _fused_positions(self, positions, seq, device):
+        """(positions tensor or None, start) for the kernel, and the call's frequencies."""
+        inv_freq = self._inv_freq
+        if positions is None:
+            pos, start = None, 0
+            if self.rope_type in ("dynamic", "longrope") and seq:
+                inv_freq = self._call_frequencies(seq)
+        elif torch.is_tensor(positions) and positions.dtype in _FAST_POSITION_DTYPES:
+            if positions.device.type == "meta":
+                raise ValueError(
+                    "positions is a meta tensor (it has no values) but q is not; pass real "
+                    "positions, or meta q and k for a shape-only pass")
+            pos, start = positions.to(device), 0
+            if self.rope_type in ("dynamic", "longrope") and pos.numel():
+                inv_freq = self._call_frequencies(int(pos.max()) + 1)
+        else:
+            arr = np.asarray(positions) if not torch.is_tensor(positions) else positions
+            flat = check_positions(np.reshape(arr, -1) if not torch.is_tensor(arr)
+                                   else arr.reshape(-1), int(np.prod(np.shape(arr))))
+            if self.rope_type in ("dynamic", "longrope") and flat.size:
+                inv_freq = self._call_frequencies(int(flat.max()) + 1)
+            if (flat.size and np.ndim(arr) == 1
+                    and np.array_equal(flat, flat[0] + np.arange(flat.size))
+                    and abs(int(flat[-1])) < 2**53):
+                pos, start = None, int(flat[0])  # a run, e.g. a KV-cache offset: no copy
+            else:
+                pos, start = torch.from_numpy(flat.reshape(np.shape(arr))).to(device), 0
+        return pos, start, inv_freq
+
+    def _forward_fused(self, q, k, positions, inplace):
+        pos, start, inv_freq = self._fused_positions(positions, q.shape[-2], q.device)
+        freqs = self._freq_buffer(q.device, inv_freq)
+        off = q.shape[-1] - self.dim if self.rotary_slice == "last" else 0
+        off_k = k.shape[-1] - self.dim if self.rotary_slice == "last" else 0
+        half = self.layout == "half"
+        if off != off_k:  # rotated features at different columns of q and k: two launches
+            if inplace:
+                return (_fused.rope_one_inplace(q, pos, start, freqs, half, off),
+                        _fused.rope_one_inplace(k, pos, start, freqs, half, off_k))
+            return (_fused.rope_one(q, pos, start, freqs, half, off),
+                    _fused.rope_one(k, pos, start, freqs, half, off_k))
+        if inplace:
+            return _fused.rope_qk_inplace(q, k, pos, start, freqs, half, off)
+        return _fused.rope_qk(q, k, pos, start, freqs, half, off)
+
+    def _forward_per_sample(self, q, k, positions):
+        """Positions ``(batch, seq)`` on the torch path: float64 angles per sample."""
+        if torch.is_tensor(positions) and positions.dtype in _FAST_POSITION_DTYPES:
+            pos = positions
+        else:
+            arr = positions.numpy() if torch.is_tensor(positions) else np.asarray(positions)
+            pos = torch.from_numpy(
+                check_positions(arr.reshape(-1), arr.size).reshape(arr.shape))
+        if self.rope_type == "dynamic":
+            inv_freq = self._functional_frequencies(pos.reshape(-1), pos.numel())
+        elif self.rope_type == "longrope":  # transformers: the longest row picks the set
+            inv_freq = self._functional_frequencies(pos.reshape(-1), pos.numel())
+        else:
+            inv_freq = self._inv_freq
+        freqs = _fused.freq_buffer(inv_freq, self.attention_factor)
+        half = self.layout == "half"
+        out = []
+        for x in (q, k):
+            off = x.shape[-1] - self.dim if self.rotary_slice == "last" else 0
+            out.append(_fused._reference(x, pos, 0, freqs, half, off, False))
+        return tuple(out)
+
+    def _forward_inplace(self, q, k, positions, per_sample):
+        if self._fused_route(q, k):
+            return self._forward_fused(q, k, positions, True)
+        q2, k2 = (self._forward_per_sample(q, k, positions) if per_sample
+                  else self.forward(q, k, positions))
+        q.copy_(q2)
+        k.copy_(k2)
+        return q, k
 
     def _split(self, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(features passed through, features rotated) under ``rotary_slice``."""

@@ -111,6 +111,8 @@ CALLS = {
         lambda v: posenc.apply_mrope(_x(1, 1, 3, 8), _ids(), mrope_section=[2, 1, 1],
                                      interleaved=v),
     ("RotaryEmbedding.__init__", "compiled"): lambda v: pt.RotaryEmbedding(8, compiled=v),
+    ("RotaryEmbedding.forward", "inplace"): lambda v: pt.RotaryEmbedding(8)(
+        torch.zeros(1, 2, 8), torch.zeros(1, 2, 8), inplace=v),
     ("ShawRelativeAttention.__init__", "bias"):
         lambda v: pt.ShawRelativeAttention(8, 2, max_relative_position=2, bias=v),
     ("ShawRelativeAttention.forward", "causal"): lambda v: _SHAW(_x(1, 3, 8), causal=v),

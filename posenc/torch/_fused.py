@@ -1,0 +1,315 @@
+r"""The fused path: the Triton kernel as PyTorch custom operators, and when to use it.
+
+Two operators, registered with :func:`torch.library.custom_op` so that ``torch.compile``
+treats each as one opaque call (it does not trace, and so cannot inline, the float64
+angle computation into its loops), ``torch.export`` keeps them in the exported program,
+and autograd differentiates them:
+
+``posenc::rope(x, positions, start, freqs, half, rot_off, inverse) -> y``
+    one tensor, out of place;
+``posenc::rope_qk(q, k, positions, start, freqs, half, rot_off, inverse) -> (q', k')``
+    queries and keys at the same positions in one launch, out of place;
+``posenc::rope_(x, ...)``, ``posenc::rope_qk_(q, k, ...)``
+    the same, in place (no autograd: PyTorch's rule for in-place custom operators).
+
+``freqs`` is the float64 buffer of :func:`posenc.torch._triton.freq_buffer` (posenc's
+frequencies, then the attention factor).  The backward of a rotation is the rotation by the
+opposite angle: the same kernel with ``inverse`` flipped, so training runs it too.  On a
+device the kernel cannot run on (a CPU without Triton's interpreter) the operators compute
+the same formula with tensor operations, so a program that holds them stays valid anywhere.
+
+Eager calls that need no autograd skip the dispatcher and launch the kernel directly
+(:func:`rope_qk`), which keeps a decoding step's Python overhead to a few microseconds.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+
+import numpy as np
+import torch
+
+__all__ = ["available", "freq_buffer", "rope_one", "rope_one_inplace", "rope_qk", "rope_qk_inplace",
+           "runs_here"]
+
+_LOWP = (torch.float16, torch.bfloat16, torch.float32)
+
+
+@functools.cache
+def available() -> bool:
+    """Whether Triton can be imported (the ``posenc[triton]`` extra)."""
+    return importlib.util.find_spec("triton") is not None
+
+
+@functools.cache
+def _kernels():
+    from . import _triton
+
+    return _triton
+
+
+def freq_buffer(inv_freq: torch.Tensor, attention_factor: float,
+                device: torch.device | str = "cpu") -> torch.Tensor:
+    """The operators' float64 frequency buffer: ``inv_freq`` (``(r/2,)``) then the
+    attention factor, on ``device`` (the factor stays float64: a Python float reaches a
+    Triton kernel rounded to float32)."""
+    buf = torch.empty(inv_freq.shape[0] + 1, dtype=torch.float64)
+    buf[:-1] = inv_freq
+    buf[-1] = attention_factor
+    return buf.to(device)
+
+
+def runs_here(t: torch.Tensor) -> bool:
+    """Whether the kernel can run on ``t``'s device: CUDA, or any device under Triton's
+    interpreter (``TRITON_INTERPRET=1``)."""
+    if not available():
+        return False
+    if t.device.type == "cuda":
+        return True
+    return t.device.type == "cpu" and _kernels().interpreting()
+
+
+def _reference(x, positions, start, freqs, half, rot_off, inverse):
+    """The operators' formula with tensor operations (float64 angles, float32 arithmetic
+    for float16/bfloat16/float32, one rounding), for devices the kernel cannot run on."""
+    h = freqs.shape[0] - 1
+    seq = x.shape[-2]
+    if positions is None:
+        p = torch.arange(start, start + seq, dtype=torch.float64, device=x.device)
+    else:
+        p = positions.to(device=x.device, dtype=torch.float64)
+    inv = freqs[:h].to(x.device)
+    angles = p[..., None] * inv
+    scale = freqs[h].to(x.device)
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    cos = (angles.cos() * scale).to(compute)
+    sin = (angles.sin() * scale).to(compute)
+    if inverse:
+        sin = -sin
+    if positions is not None and positions.ndim == 2 and x.ndim >= 3:
+        cos, sin = cos.unsqueeze(-3), sin.unsqueeze(-3)  # (B, 1, T, h) against (B, H, T, h)
+    r = 2 * h
+    xr = x[..., rot_off:rot_off + r].to(compute)
+    if half:
+        x1, x2 = xr[..., :h], xr[..., h:]
+        rot = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    else:
+        x1, x2 = xr.unflatten(-1, (h, 2)).unbind(-1)
+        rot = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
+    rot = rot.to(x.dtype)
+    parts = [x[..., :rot_off], rot, x[..., rot_off + r:]]
+    return torch.cat([t for t in parts if t.shape[-1]], dim=-1)
+
+
+def _launch(q, oq, k, ok, positions, start, freqs, half, rot_off, inverse):
+    """Run the kernel; False where it cannot (strides, device)."""
+    if not (runs_here(q) and q.dtype in _LOWP and (k is None or k.dtype in _LOWP)):
+        return False
+    return _kernels().launch_rope(q, oq, k, ok, freqs, positions, start, half, rot_off,
+                                  inverse)
+
+
+# -- the operators ------------------------------------------------------------------------
+
+
+@torch.library.custom_op("posenc::rope", mutates_args=())
+def _rope_op(x: torch.Tensor, positions: torch.Tensor | None, start: int,
+             freqs: torch.Tensor, half: bool, rot_off: int,
+             inverse: bool) -> torch.Tensor:
+    out = torch.empty_like(x)
+    if _launch(x, out, None, None, positions, start, freqs, half, rot_off, inverse):
+        return out
+    return _reference(x, positions, start, freqs, half, rot_off, inverse)
+
+
+@_rope_op.register_fake
+def _(x, positions, start, freqs, half, rot_off, inverse):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("posenc::rope_qk", mutates_args=())
+def _rope_qk_op(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor | None, start: int,
+                freqs: torch.Tensor, half: bool, rot_off: int,
+                inverse: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    oq, ok = torch.empty_like(q), torch.empty_like(k)
+    if _launch(q, oq, k, ok, positions, start, freqs, half, rot_off, inverse):
+        return oq, ok
+    return (_reference(q, positions, start, freqs, half, rot_off, inverse),
+            _reference(k, positions, start, freqs, half, rot_off, inverse))
+
+
+@_rope_qk_op.register_fake
+def _(q, k, positions, start, freqs, half, rot_off, inverse):
+    return torch.empty_like(q), torch.empty_like(k)
+
+
+@torch.library.custom_op("posenc::rope_qk_", mutates_args=("q", "k"))
+def _rope_qk_inplace_op(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor | None,
+                        start: int, freqs: torch.Tensor, half: bool, rot_off: int,
+                        inverse: bool) -> None:
+    if not _launch(q, q, k, k, positions, start, freqs, half, rot_off, inverse):
+        q.copy_(_reference(q, positions, start, freqs, half, rot_off, inverse))
+        k.copy_(_reference(k, positions, start, freqs, half, rot_off, inverse))
+
+
+@_rope_qk_inplace_op.register_fake
+def _(q, k, positions, start, freqs, half, rot_off, inverse):
+    return None
+
+
+@torch.library.custom_op("posenc::rope_", mutates_args=("x",))
+def _rope_inplace_op(x: torch.Tensor, positions: torch.Tensor | None, start: int,
+                     freqs: torch.Tensor, half: bool, rot_off: int, inverse: bool) -> None:
+    if not _launch(x, x, None, None, positions, start, freqs, half, rot_off, inverse):
+        x.copy_(_reference(x, positions, start, freqs, half, rot_off, inverse))
+
+
+@_rope_inplace_op.register_fake
+def _(x, positions, start, freqs, half, rot_off, inverse):
+    return None
+
+
+def _setup(ctx, inputs, output):
+    positions, start, freqs, half, rot_off, inverse = inputs[-6:]
+    ctx.save_for_backward(positions, freqs)  # integer positions carry no gradient
+    ctx.args = (start, half, rot_off, inverse)
+
+
+def _backward_one(ctx, grad):
+    positions, freqs = ctx.saved_tensors
+    start, half, rot_off, inverse = ctx.args
+    return (_rope_op(grad, positions, start, freqs, half, rot_off, not inverse),
+            None, None, None, None, None, None)
+
+
+def _backward_qk(ctx, gq, gk):
+    positions, freqs = ctx.saved_tensors
+    start, half, rot_off, inverse = ctx.args
+    dq, dk = _rope_qk_op(gq, gk, positions, start, freqs, half, rot_off, not inverse)
+    return dq, dk, None, None, None, None, None, None
+
+
+_rope_op.register_autograd(_backward_one, setup_context=_setup)
+_rope_qk_op.register_autograd(_backward_qk, setup_context=_setup)
+
+
+# -- calls --------------------------------------------------------------------------------
+
+
+def _needs_op(*tensors) -> bool:
+    """Whether the call must go through the dispatcher: traced by torch.compile/export, or
+    recorded by autograd (a plain eager call without gradients launches directly)."""
+    if torch.compiler.is_compiling():
+        return True
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def rope_one(x, positions, start, freqs, half, rot_off):
+    """``x`` rotated, out of place."""
+    if not _needs_op(x):
+        out = torch.empty_like(x)
+        if _launch(x, out, None, None, positions, start, freqs, half, rot_off, False):
+            return out
+    return _rope_op(x, positions, start, freqs, half, rot_off, False)
+
+
+def rope_qk(q, k, positions, start, freqs, half, rot_off):
+    """``(q, k)`` rotated at the same positions, out of place, one launch."""
+    if not _needs_op(q, k):
+        oq, ok = torch.empty_like(q), torch.empty_like(k)
+        if _launch(q, oq, k, ok, positions, start, freqs, half, rot_off, False):
+            return oq, ok
+    return _rope_qk_op(q, k, positions, start, freqs, half, rot_off, False)
+
+
+def rope_one_inplace(x, positions, start, freqs, half, rot_off):
+    """``x`` rotated in place; returns it."""
+    if torch.compiler.is_compiling() or not _launch(x, x, None, None, positions, start,
+                                                    freqs, half, rot_off, False):
+        _rope_inplace_op(x, positions, start, freqs, half, rot_off, False)
+    return x
+
+
+def rope_qk_inplace(q, k, positions, start, freqs, half, rot_off):
+    """``q`` and ``k`` rotated in place, one launch; returns them."""
+    if torch.compiler.is_compiling() or not _launch(q, q, k, k, positions, start, freqs,
+                                                    half, rot_off, False):
+        _rope_qk_inplace_op(q, k, positions, start, freqs, half, rot_off, False)
+    return q, k
+
+
+# -- posenc.apply_rope and apply_rope_ on CUDA tensors ------------------------------------
+
+_FREQ_CACHE: dict = {}
+_FREQ_CACHE_SIZE = 32
+
+
+def _apply_freqs(r, base, device):
+    """The float64 buffer of ``inverse_frequencies(r, base)`` and factor 1 on ``device``,
+    cached (at most 32 entries; each is ``r/2 + 1`` numbers)."""
+    key = (r, base, device)
+    buf = _FREQ_CACHE.get(key)
+    if buf is None:
+        from ..sinusoidal import inverse_frequencies
+
+        with torch.inference_mode(False):
+            buf = freq_buffer(torch.from_numpy(inverse_frequencies(r, base)), 1.0, device)
+        if torch.compiler.is_compiling():
+            return buf
+        if len(_FREQ_CACHE) >= _FREQ_CACHE_SIZE:
+            _FREQ_CACHE.pop(next(iter(_FREQ_CACHE)))
+        _FREQ_CACHE[key] = buf
+    return buf
+
+
+def kernel_positions(positions, seq, device):
+    """``(positions tensor on device or None, start, largest position or None)``.
+
+    Integer tensors go to the device as they are (no host read: a CUDA tensor's values are
+    never synchronised to the host); lists and arrays are checked, and a run
+    ``start .. start + seq - 1`` becomes ``start`` alone (no copy to the device).  The
+    largest position is returned where it was seen on the host (None for tensors).
+    """
+    from .._validation import check_positions
+
+    if positions is None:
+        return None, 0, seq - 1
+    if torch.is_tensor(positions) and not positions.is_floating_point() \
+            and positions.dtype not in (torch.bool, torch.uint64, torch.uint32, torch.uint16):
+        if positions.device.type == "meta":
+            raise ValueError(
+                "positions is a meta tensor (it has no values) but the input is not; pass "
+                "real positions, or meta tensors for a shape-only pass")
+        return positions.to(device), 0, None
+    arr = positions.cpu().numpy() if torch.is_tensor(positions) else np.asarray(positions)
+    flat = check_positions(arr.reshape(-1), arr.size)
+    hi = int(flat.max()) if flat.size else None
+    if (arr.ndim == 1 and flat.size and abs(int(flat[0])) < 2**62 and abs(int(flat[-1])) < 2**62
+            and np.array_equal(flat, flat[0] + np.arange(flat.size))):
+        return None, int(flat[0]), hi
+    return torch.from_numpy(flat.reshape(arr.shape)).to(device), 0, hi
+
+
+def fused_eligible(x) -> bool:
+    """Whether :func:`posenc.apply_rope` of tensor ``x`` takes the fused kernel: a CUDA
+    tensor of float16, bfloat16 or float32 with Triton installed, in eager code or traced
+    by torch.compile/export (not under torch.func transforms or forward-mode AD, which the
+    functional formula serves)."""
+    if not (x.device.type == "cuda" and x.dtype in _LOWP and available()):
+        return False
+    if torch.compiler.is_compiling():
+        return True
+    return not (torch._C._are_functorch_transforms_active()
+                or torch.autograd.forward_ad._current_level >= 0
+                or torch._C._len_torch_dispatch_stack() > 0)
+
+
+def apply_rope_fused(x, positions, base, layout, r, inplace):
+    """:func:`posenc.apply_rope` (``inplace``: :func:`posenc.apply_rope_`) of a CUDA
+    tensor through the kernel; ``r`` is the checked rotated width."""
+    pos, start, _ = kernel_positions(positions, x.shape[-2], x.device)
+    freqs = _apply_freqs(r, base, x.device)
+    if inplace:
+        return rope_one_inplace(x, pos, start, freqs, layout == "half", 0)
+    return rope_one(x, pos, start, freqs, layout == "half", 0)

@@ -1,0 +1,213 @@
+r"""The fused RoPE kernel (Triton): queries and keys of one token per program, one launch.
+
+One program rotates every head of ``q`` (and of ``k``, when given) at one
+``(sample, token)``.  It reads the token's position, forms the angles
+``position * inv_freq`` in float64 from posenc's float64 frequencies, takes their cosine and
+sine in float64, multiplies them by the attention factor and rounds them once to float32:
+exactly the values of posenc's float64-built tables, so the output is as accurate as those
+tables make the torch path (float32 arithmetic, one rounding into the output's dtype).  No
+table is read or cached, so any position that fits in int64 works, no host synchronisation
+is needed to check positions against a table, and memory is that of the input.
+
+For each pair ``i`` (columns ``c1 = off + i`` and ``c2 = off + i + r/2`` in the half
+layout, ``c1 = off + 2i`` and ``c2 = c1 + 1`` in the interleaved one)::
+
+    y[c1] = x[c1] cos - x[c2] sin
+    y[c2] = x[c2] cos + x[c1] sin
+
+with ``sin`` negated for ``inverse=True`` (the backward pass: the gradient of a rotation is
+the rotation by the opposite angle).  Columns outside ``[off, off + r)`` are copied when the
+output is not the input, and left alone in place.
+
+Tensors are seen as ``(B, H, T, D)`` with any strides (a ``(B, T, H, D)`` storage seen as
+``(B, H, T, D)`` is read where it lies); positions as ``(B, T)`` with a batch stride of 0
+when shared.  The kernel runs on CUDA tensors, and on CPU tensors under Triton's
+interpreter (``TRITON_INTERPRET=1``), which is how the tests run it on machines without a
+GPU.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+try:  # the precise float64 cosine and sine on NVIDIA GPUs
+    from triton.language.extra import libdevice as _libdevice
+except ImportError:  # pragma: no cover - older Triton
+    _libdevice = None
+
+__all__ = ["interpreting", "launch_rope"]
+
+#: Elements of one half (``x1`` or ``x2``) a program holds per head block.
+_BLOCK_ELEMENTS = 2048
+
+
+def interpreting() -> bool:
+    """Whether Triton runs kernels in its interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+@triton.jit
+def _rotate_heads(x_ptr, o_ptr, H, sh, sd, soh, sod, c1, c2, jm, cos, sin,
+                  rest_cols, rest_mask,
+                  BLOCK_H: tl.constexpr, COPY_REST: tl.constexpr):
+    """Rotate the ``H`` heads of one token, ``BLOCK_H`` heads at a time."""
+    for h0 in range(0, H, BLOCK_H):
+        hh = h0 + tl.arange(0, BLOCK_H)
+        hm = hh < H
+        m = hm[:, None] & jm[None, :]
+        xrow = x_ptr + hh[:, None].to(tl.int64) * sh
+        orow = o_ptr + hh[:, None].to(tl.int64) * soh
+        x1 = tl.load(xrow + c1[None, :] * sd, mask=m, other=0.0).to(tl.float32)
+        x2 = tl.load(xrow + c2[None, :] * sd, mask=m, other=0.0).to(tl.float32)
+        y1 = x1 * cos[None, :] - x2 * sin[None, :]
+        y2 = x2 * cos[None, :] + x1 * sin[None, :]
+        tl.store(orow + c1[None, :] * sod, y1.to(o_ptr.dtype.element_ty), mask=m)
+        tl.store(orow + c2[None, :] * sod, y2.to(o_ptr.dtype.element_ty), mask=m)
+        if COPY_REST:
+            mr = hm[:, None] & rest_mask[None, :]
+            v = tl.load(xrow + rest_cols[None, :] * sd, mask=mr, other=0.0)
+            tl.store(orow + rest_cols[None, :] * sod, v, mask=mr)
+
+
+@triton.jit
+def _rope_kernel(
+    q_ptr, k_ptr, oq_ptr, ok_ptr, pos_ptr, inv_ptr,
+    start, T, HQ, HK, ROT_OFF, N_REST,
+    sqb, sqh, sqt, sqd, skb, skh, skt, skd,
+    soqb, soqh, soqt, soqd, sokb, sokh, sokt, sokd,
+    spb, spt,
+    H2: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_HQ: tl.constexpr,
+    BLOCK_HK: tl.constexpr, BLOCK_REST: tl.constexpr,
+    HAS_K: tl.constexpr, HAS_POS: tl.constexpr, HALF: tl.constexpr,
+    INVERSE: tl.constexpr, COPY_REST: tl.constexpr, LIBDEVICE: tl.constexpr,
+):
+    pid = tl.program_id(0).to(tl.int64)
+    b = pid // T
+    t = pid % T
+    if HAS_POS:
+        p = tl.load(pos_ptr + b * spb + t * spt).to(tl.float64)
+    else:
+        p = (start + t).to(tl.float64)
+    j = tl.arange(0, BLOCK_P)
+    jm = j < H2
+    angle = p * tl.load(inv_ptr + j, mask=jm, other=0.0)  # float64
+    if LIBDEVICE:
+        cos64 = _libdevice.cos(angle)
+        sin64 = _libdevice.sin(angle)
+    else:
+        cos64 = tl.cos(angle)
+        sin64 = tl.sin(angle)
+    scale = tl.load(inv_ptr + H2)  # the attention factor, float64, after the frequencies
+    cos = (cos64 * scale).to(tl.float32)
+    sin = (sin64 * scale).to(tl.float32)
+    if INVERSE:
+        sin = -sin
+    if HALF:
+        c1 = ROT_OFF + j
+        c2 = c1 + H2
+    else:
+        c1 = ROT_OFF + 2 * j
+        c2 = c1 + 1
+    # the columns that are not rotated: [0, ROT_OFF) and [ROT_OFF + 2 * H2, D)
+    ri = tl.arange(0, BLOCK_REST)
+    rest_cols = tl.where(ri < ROT_OFF, ri, ri + 2 * H2)
+    rest_mask = ri < N_REST
+    _rotate_heads(q_ptr + b * sqb + t * sqt, oq_ptr + b * soqb + t * soqt, HQ, sqh, sqd,
+                  soqh, soqd, c1, c2, jm, cos, sin, rest_cols, rest_mask,
+                  BLOCK_HQ, COPY_REST)
+    if HAS_K:
+        _rotate_heads(k_ptr + b * skb + t * skt, ok_ptr + b * sokb + t * sokt, HK, skh, skd,
+                      sokh, sokd, c1, c2, jm, cos, sin, rest_cols, rest_mask,
+                      BLOCK_HK, COPY_REST)
+
+
+def _as4d(x: torch.Tensor):
+    """``(B, H, T, D)`` sizes and strides of ``x`` (``(..., T, D)``), or None.
+
+    Two and three dimensions gain leading dimensions of size 1; more than four are merged
+    into ``B`` where the strides allow it without a copy.
+    """
+    n = x.ndim
+    if n == 4:
+        return tuple(x.shape), tuple(x.stride())
+    if n == 3:
+        (h, t, d), (sh, st, sd) = x.shape, x.stride()
+        return (1, h, t, d), (0, sh, st, sd)
+    if n == 2:
+        (t, d), (st, sd) = x.shape, x.stride()
+        return (1, 1, t, d), (0, 0, st, sd)
+    try:
+        v = x.view(-1, *x.shape[-3:])
+    except RuntimeError:
+        return None
+    return tuple(v.shape), tuple(v.stride())
+
+
+def _block(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def launch_rope(q: torch.Tensor, oq: torch.Tensor, k: torch.Tensor | None,
+                ok: torch.Tensor | None, freqs: torch.Tensor,
+                positions: torch.Tensor | None, start: int, half: bool, rot_off: int,
+                inverse: bool = False) -> bool:
+    """Rotate ``q`` into ``oq`` (and ``k`` into ``ok``) in one launch; False if the
+    strides cannot be expressed (the caller then takes the torch path).
+
+    ``freqs`` is float64 of shape ``(r/2 + 1,)`` on the tensors' device: the inverse
+    frequencies, then the attention factor (see :func:`posenc.torch._fused.freq_buffer`); ``positions``
+    an integer tensor ``(T,)`` (shared) or ``(B, T)`` (per sample) on that device, or
+    None for ``start .. start + T - 1``.  ``oq`` may be ``q`` (in place: the columns that
+    are not rotated are then left alone).  Shapes are the caller's to check.
+    """
+    g = _as4d(q)
+    go = _as4d(oq)
+    if g is None or go is None:
+        return False
+    (bq, hq, t, d), sq = g
+    soq = go[1]
+    if k is not None:
+        gk, gko = _as4d(k), _as4d(ok)
+        if gk is None or gko is None:
+            return False
+        (bk, hk, _, _), sk = gk
+        sok = gko[1]
+        if bk != bq:
+            return False
+    else:
+        hk, sk, sok = 0, (0, 0, 0, 0), (0, 0, 0, 0)
+    if bq * t == 0:
+        return True
+    h2 = freqs.shape[0] - 1
+    block_p = _block(h2)
+    per = max(1, _BLOCK_ELEMENTS // block_p)
+    n_rest = d - 2 * h2
+    copy_rest = n_rest > 0 and oq.data_ptr() != q.data_ptr()
+    if positions is None:
+        spb = spt = 0
+        has_pos = False
+    else:
+        has_pos = True
+        if positions.ndim == 1:
+            spb, spt = 0, positions.stride(0)
+        else:
+            spb, spt = positions.stride()
+            if positions.shape[0] == 1:
+                spb = 0
+    libdevice = q.device.type == "cuda" and _libdevice is not None and not interpreting()
+    _rope_kernel[(bq * t,)](
+        q, k if k is not None else q, oq, ok if ok is not None else oq,
+        positions if positions is not None else freqs, freqs,
+        int(start), t, hq, hk, rot_off, max(n_rest, 0),
+        *sq, *sk, *soq, *sok, spb, spt,
+        H2=h2, BLOCK_P=block_p, BLOCK_HQ=min(_block(hq), per),
+        BLOCK_HK=min(_block(max(hk, 1)), per), BLOCK_REST=_block(max(n_rest, 1)),
+        HAS_K=k is not None, HAS_POS=has_pos, HALF=half, INVERSE=inverse,
+        COPY_REST=copy_rest, LIBDEVICE=libdevice,
+        num_warps=4 if block_p * min(_block(hq), per) <= 1024 else 8,
+    )
+    return True
