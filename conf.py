@@ -122,6 +122,7 @@ nb_render_markdown_format = "gfm"
 posenc_watch_paths = [
     str(ROOT / "posenc"),
     str(ROOT / "benchmarks" / "results.json"),
+    str(ROOT / "benchmarks" / "results-gpu.json"),
     str(ROOT / "experiments" / "results.json"),
 ]
 # POSENC_BUILD_DIR lets parallel builds (previews, tests) keep separate caches.

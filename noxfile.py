@@ -117,9 +117,17 @@ def bench(session: nox.Session) -> None:
     """Library and build benchmarks; writes benchmarks/results.{json,md}.
 
     ``nox -s bench`` runs everything (``--build``); arguments after ``--`` replace that,
-    e.g. ``nox -s bench -- --quick`` or ``nox -s bench -- --build-only``.
+    e.g. ``nox -s bench -- --quick`` or ``nox -s bench -- --build-only``.  On a GPU
+    machine ``nox -s bench -- --device cuda`` runs the GPU tier instead (benchmarks/gpu.py:
+    the fused kernel against copy_, the compiled rotate_half formula, transformers and
+    Liger; about 5 minutes on one H100).
     """
     _install(session, "requirements/bench.txt")
+    if "--device" in session.posargs:
+        # the GPU tier: benchmarks/gpu.py -> benchmarks/results-gpu.{json,md}
+        session.install("triton", *CONSTRAINTS)
+        session.run("python", "benchmarks/gpu.py", *session.posargs)
+        return
     session.run("python", "benchmarks/run.py", *(session.posargs or ["--build"]))
 
 

@@ -480,8 +480,9 @@ def _rotate_interleaved_torch(x, cis, r):
 def _rotate_half_torch(x, cos, sin, r, tables=None):
     """Half layout: ``x1' = x1 cos - x2 sin``, ``x2' = x2 cos + x1 sin`` with ``x1 = x[..., :h]``.
 
-    Without autograd the kernels write into one preallocated output (no ``cat`` and no
-    ``rotate_half`` temporaries).  On the CPU they are those of the ``out=`` path
+    Below ``_SMALL`` elements (a decoding step), two ``addcmul`` and a ``cat``: the fewest
+    kernel launches.  Otherwise, without autograd the kernels write into one preallocated
+    output (no ``cat`` and no ``rotate_half`` temporaries).  On the CPU they are those of the ``out=`` path
     (:func:`_rotate_into`), block by block while the block is in cache: given the cached
     ``tables`` (:class:`_HalfTables`), two kernels over the whole width after swapping
     the halves into a scratch; given a bare ``(cos, sin)``, two per half.  Elsewhere
@@ -497,8 +498,12 @@ def _rotate_half_torch(x, cos, sin, r, tables=None):
         if r < d:
             parts.append(x[..., r:])
         return torch.cat(parts, dim=-1)
-    out = torch.empty_like(x)
+    if x.numel() < _SMALL:  # a decoding step: the fewest kernels, the least Python
+        x1, x2 = x[..., :h], x[..., h:r]
+        parts = (torch.addcmul(x1 * cos, x2, sin, value=-1), torch.addcmul(x2 * cos, x1, sin))
+        return torch.cat(parts if r == d else (*parts, x[..., r:]), dim=-1)
     seq = x.shape[-2]
+    out = torch.empty_like(x)
     if (x.device.type == "cpu" and cos.shape == (seq, h) and sin.shape == (seq, h)
             and _rows(x, seq, d) is not None and _rows(out, seq, d) is not None):
         # the blocked kernels of the out= path: the same products and sums
@@ -513,6 +518,10 @@ def _rotate_half_torch(x, cos, sin, r, tables=None):
         out[..., r:] = x[..., r:]
     return out
 
+
+#: Below this many elements (a decoding step's few heads) the CPU's blocked kernels are not
+#: worth their Python: three kernels over the whole tensor are quicker.
+_SMALL = 1 << 15
 
 #: Elements per block of the blocked float16/bfloat16 path (2 MiB of float32 scratch: on
 #: the 2-core AMD EPYC the benchmarks ran on, 2**19 was fastest of 2**15 .. 2**20; smaller

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 
 import numpy as np
 import torch
@@ -36,10 +37,16 @@ __all__ = ["available", "freq_buffer", "rope_one", "rope_one_inplace", "rope_qk"
 _LOWP = (torch.float16, torch.bfloat16, torch.float32)
 
 
-@functools.cache
+#: Whether Triton can be imported (the ``posenc[triton]`` extra); looked up once.
+_AVAILABLE = importlib.util.find_spec("triton") is not None
+
+#: Triton's interpreter (``TRITON_INTERPRET=1``, read once): kernels run on CPU tensors.
+_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
 def available() -> bool:
     """Whether Triton can be imported (the ``posenc[triton]`` extra)."""
-    return importlib.util.find_spec("triton") is not None
+    return _AVAILABLE
 
 
 @functools.cache
@@ -54,7 +61,7 @@ def freq_buffer(inv_freq: torch.Tensor, attention_factor: float,
     """The operators' float64 frequency buffer: ``inv_freq`` (``(r/2,)``) then the
     attention factor, on ``device`` (the factor stays float64: a Python float reaches a
     Triton kernel rounded to float32)."""
-    buf = torch.empty(inv_freq.shape[0] + 1, dtype=torch.float64)
+    buf = torch.empty(inv_freq.shape[0] + 1, dtype=torch.float64, device="cpu")
     buf[:-1] = inv_freq
     buf[-1] = attention_factor
     return buf.to(device)
@@ -67,7 +74,7 @@ def runs_here(t: torch.Tensor) -> bool:
         return False
     if t.device.type == "cuda":
         return True
-    return t.device.type == "cpu" and _kernels().interpreting()
+    return t.device.type == "cpu" and _INTERPRET
 
 
 def _reference(x, positions, start, freqs, half, rot_off, inverse):

@@ -304,7 +304,6 @@ class RotaryEmbedding(nn.Module):
         if backend == "triton" and not _fused.available():
             raise ImportError(_NO_TRITON)
         self.backend = backend
-        self._freq_buffers: dict[Any, torch.Tensor] = {}
         if rotary_slice not in ("all", "first", "last"):
             raise ValueError(
                 f"rotary_slice must be 'all', 'first' or 'last', got {rotary_slice!r}")
@@ -317,6 +316,10 @@ class RotaryEmbedding(nn.Module):
         cos, sin = self._tables(np.arange(self._max_seq_len))
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
+        # the fused kernel's float64 (frequencies, attention factor): a buffer, so that it
+        # follows the module's device and is a graph input (not a constant) when compiled
+        self.register_buffer("_freqs", _fused.freq_buffer(self._inv_freq, self.attention_factor),
+                             persistent=False)
 
     def _set_frequencies(self, rope_parameters, max_position_embeddings):
         """The frequencies of the table (float64, a plain CPU attribute: a constant of
@@ -429,10 +432,19 @@ class RotaryEmbedding(nn.Module):
         # deterministic and not in state_dict, so whatever the conversion made of them
         # (uninitialised memory after to_empty, float16 after half) is rebuilt.
         before = self._buffers.get("cos")
+        freqs_before = self._buffers.get("_freqs")
         super()._apply(fn, recurse)
         cos = self._buffers.get("cos")
         if cos is not None and (cos is not before or cos.dtype != torch.float32):
             self._rebuild(cos.device, cos.shape[0])
+        freqs = self._buffers.get("_freqs")
+        if freqs is not None and (freqs is not freqs_before or freqs.dtype != torch.float64):
+            with torch.inference_mode(False):
+                if freqs.device.type == "meta":
+                    self._freqs = torch.empty(freqs.shape, dtype=torch.float64, device="meta")
+                else:
+                    self._freqs = _fused.freq_buffer(self._inv_freq, self.attention_factor,
+                                                     freqs.device)
         return self
 
     def _rebuild(self, device, n):
@@ -657,20 +669,15 @@ class RotaryEmbedding(nn.Module):
                     or torch._C._len_torch_dispatch_stack() > 0)
 
     def _freq_buffer(self, device, inv_freq=None):
-        """The kernel's float64 (frequencies, attention factor) on ``device``, cached per
-        device for the table's frequencies."""
-        freq_buffer = _fused.freq_buffer
+        """The kernel's float64 (frequencies, attention factor) on ``device``: the
+        ``_freqs`` buffer for the table's frequencies, else built for the call."""
         if inv_freq is None or inv_freq is self._inv_freq:
-            if torch.compiler.is_compiling():
-                return freq_buffer(self._inv_freq, self.attention_factor, device)
-            buf = self._freq_buffers.get(device)
-            if buf is None:
-                with torch.inference_mode(False):
-                    buf = freq_buffer(self._inv_freq, self.attention_factor, device)
-                self._freq_buffers[device] = buf
-            return buf
+            buf = self._freqs
+            if buf.device == device:
+                return buf
+            inv_freq = self._inv_freq
         with torch.inference_mode(False):
-            return freq_buffer(inv_freq, self.attention_factor, device)
+            return _fused.freq_buffer(inv_freq, self.attention_factor, device)
 
     def _fused_positions(self, positions, seq, device):
         """(positions tensor or None, start) for the kernel, and the call's frequencies."""

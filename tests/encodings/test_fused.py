@@ -1,0 +1,278 @@
+"""The fused Triton kernel (posenc.torch._triton) and its custom operators (issue 30).
+
+Every variant is checked against the float64 NumPy reference (:func:`posenc.apply_rope`
+on float64 arrays): both layouts, float32/float16/bfloat16, rotary widths below the head
+width with the rotated slice first or last, odd head widths (80, 96, 192), q and k with
+different head counts (grouped-query attention), tensors held as ``(B, T, H, D)`` and seen
+as ``(B, H, T, D)``, positions as a run, a shared tensor and per-sample rows, positions
+far past any table (2**40) and negative, in place and out of place, forward and backward.
+
+Without a GPU the kernel runs on CPU tensors under Triton's interpreter
+(``TRITON_INTERPRET=1``, set by tests/conftest.py before the kernel is imported); on a GPU
+machine, run with ``TRITON_INTERPRET=0``, the same tests run compiled on CUDA tensors.  Shapes are small so that the interpreter stays quick.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import posenc
+
+from posenc.torch import RotaryEmbedding
+from posenc.torch import _fused
+
+#: CPU tensors under the interpreter (tests/conftest.py sets TRITON_INTERPRET=1); CUDA
+#: tensors compiled, on a GPU machine run with TRITON_INTERPRET=0.
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+DEVICES = ["cpu"] if INTERPRET else ["cuda"]
+
+
+def test_the_kernel_runs_where_the_cases_say():
+    """Without this every CPU case below could test the reference formula instead."""
+    from posenc.torch import _triton
+
+    assert _fused.available()
+    if INTERPRET:
+        assert _fused.runs_here(torch.empty(0))
+        assert type(_triton._rope_kernel).__name__ == "InterpretedFunction"
+    else:
+        assert torch.cuda.is_available(), "TRITON_INTERPRET=0 needs a CUDA device"
+        assert type(_triton._rope_kernel).__name__ == "JITFunction"
+
+#: float32 within float32 rounding of the float64 result; float16/bfloat16 within one
+#: rounding of the output (relative to the largest value)
+TOL = {torch.float32: 4e-7, torch.float16: 1e-3, torch.bfloat16: 8e-3}
+
+
+def _ref(x, positions, layout, rotary_dim, rot_off=0, scale=1.0, inverse=False,
+         inv_freq=None):
+    """float64 NumPy reference: posenc.apply_rope on float64 arrays, per sample rows."""
+    a = x.detach().double().cpu().numpy()
+    d = a.shape[-1]
+    r = rotary_dim
+    pos = None if positions is None else np.asarray(positions.cpu() if torch.is_tensor(
+        positions) else positions)
+    out = a.copy()
+    seg = a[..., rot_off:rot_off + r]
+    if inverse:  # the rotation by the opposite angle: negate positions
+        pos = -(np.arange(a.shape[-2]) if pos is None else pos)
+    if inv_freq is not None:  # scaled frequencies: rotate explicitly
+        p = np.arange(a.shape[-2]) if pos is None else pos
+        ang = p[..., None].astype(np.float64) * inv_freq
+        c, s = np.cos(ang) * scale, np.sin(ang) * scale
+        if np.ndim(p) == 2:
+            c, s = c[:, None], s[:, None]
+        h = r // 2
+        if layout == "half":
+            x1, x2 = seg[..., :h], seg[..., h:]
+            rot = np.concatenate((x1 * c - x2 * s, x2 * c + x1 * s), -1)
+        else:
+            x1, x2 = seg[..., 0::2], seg[..., 1::2]
+            rot = np.stack((x1 * c - x2 * s, x2 * c + x1 * s), -1).reshape(seg.shape)
+    elif pos is not None and np.ndim(pos) == 2:
+        rot = np.stack([posenc.apply_rope(seg[b], pos[b], layout=layout)
+                        for b in range(seg.shape[0])]) * scale
+    else:
+        rot = posenc.apply_rope(seg, pos, layout=layout) * scale
+    out[..., rot_off:rot_off + r] = rot
+    assert d == out.shape[-1]
+    return out
+
+
+def _check(got, want, dtype):
+    got = got.detach().double().cpu().numpy()
+    err = np.abs(got - want).max() / max(np.abs(want).max(), 1e-30)
+    assert err <= TOL[dtype], err
+
+
+def _freqs(r, base=10000.0, scale=1.0, device="cpu"):
+    from posenc.sinusoidal import inverse_frequencies
+
+    return _fused.freq_buffer(torch.from_numpy(inverse_frequencies(r, base)), scale, device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("d,r,where", [(64, 64, "all"), (80, 80, "all"), (96, 64, "first"),
+                                       (192, 64, "last"), (96, 32, "last")])
+def test_kernel_matches_float64_reference(device, layout, dtype, d, r, where):
+    g = torch.Generator().manual_seed(d + r)
+    b, hq, hk, t = 2, 4, 2, 5
+    # q held as (B, T, H, D) and seen as (B, H, T, D), as models hold it
+    q = torch.randn(b, t, hq, d, generator=g).to(dtype).to(device).transpose(1, 2)
+    k = torch.randn(b, hk, t, d, generator=g).to(dtype).to(device)
+    positions = torch.tensor([0, 7, 2**40, -3, 1_000_000], device=device)
+    off = d - r if where == "last" else 0
+    oq, ok = _fused.rope_qk(q, k, positions, 0, _freqs(r, device=device),
+                            layout == "half", off)
+    assert oq.shape == q.shape and oq.dtype == dtype and ok.shape == k.shape
+    _check(oq, _ref(q, positions, layout, r, off), dtype)
+    _check(ok, _ref(k, positions, layout, r, off), dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_positions_as_run_tensor_and_rows(device, layout):
+    g = torch.Generator().manual_seed(1)
+    q = torch.randn(3, 2, 4, 32, generator=g).to(device)
+    k = torch.randn(3, 1, 4, 32, generator=g).to(device)
+    rope = RotaryEmbedding(32, layout=layout, backend="triton")
+    ref = RotaryEmbedding(32, layout=layout, backend="torch")
+    rows = torch.tensor([[0, 1, 2, 3], [10, 11, 12, 13], [5, 3, 9, 2**35]], device=device)
+    for pos in (None, [100, 101, 102, 103], torch.tensor([4, 1, 8, 2], device=device), rows):
+        got = rope(q, k, positions=pos)
+        want = ref(q.cpu(), k.cpu(), positions=pos.cpu() if torch.is_tensor(pos) else pos)
+        for a, b_ in zip(got, want):
+            assert a.device == q.device
+            torch.testing.assert_close(a.cpu(), b_, rtol=0, atol=2e-6)
+        _check(got[0], _ref(q, pos, layout, 32), torch.float32)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_scaled_rope_and_attention_factor(device):
+    yarn = {"rope_type": "yarn", "rope_theta": 1e6, "factor": 8.0,
+            "original_max_position_embeddings": 64}
+    rope = RotaryEmbedding(32, layout="half", rope_parameters=yarn,
+                           max_position_embeddings=512, backend="triton")
+    assert rope.attention_factor != 1.0
+    g = torch.Generator().manual_seed(2)
+    q = torch.randn(1, 2, 3, 32, generator=g).to(device)
+    k = torch.randn(1, 2, 3, 32, generator=g).to(device)
+    pos = torch.tensor([0, 300, 511], device=device)
+    got_q, _ = rope(q, k, positions=pos)
+    want = _ref(q, pos, "half", 32, scale=rope.attention_factor,
+                inv_freq=rope._inv_freq.numpy())
+    _check(got_q, want, torch.float32)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_inplace_leaves_the_unrotated_features(device, layout):
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(2, 3, 4, 48, generator=g).to(device)
+    k = torch.randn(2, 1, 4, 48, generator=g).to(device)
+    q0, k0 = q.clone(), k.clone()
+    rope = RotaryEmbedding(32, layout=layout, rotary_slice="last", backend="triton")
+    out = rope(q, k, positions=[3, 4, 5, 6], inplace=True)
+    assert out[0] is q and out[1] is k
+    torch.testing.assert_close(q[..., :16], q0[..., :16], rtol=0, atol=0)
+    _check(q, _ref(q0, [3, 4, 5, 6], layout, 32, 16), torch.float32)
+    _check(k, _ref(k0, [3, 4, 5, 6], layout, 32, 16), torch.float32)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_backward_is_the_inverse_rotation(device, layout):
+    g = torch.Generator().manual_seed(4)
+    q = torch.randn(1, 2, 5, 16, generator=g).to(device).requires_grad_()
+    k = torch.randn(1, 1, 5, 16, generator=g).to(device).requires_grad_()
+    gq = torch.randn(1, 2, 5, 16, generator=g).to(device)
+    gk = torch.randn(1, 1, 5, 16, generator=g).to(device)
+    pos = torch.tensor([0, 3, 9, 27, 81], device=device)
+    rope = RotaryEmbedding(16, layout=layout, backend="triton")
+    oq, ok = rope(q, k, positions=pos)
+    torch.autograd.backward((oq, ok), (gq, gk))
+    _check(q.grad, _ref(gq, pos, layout, 16, inverse=True), torch.float32)
+    _check(k.grad, _ref(gk, pos, layout, 16, inverse=True), torch.float32)
+
+
+@pytest.mark.parametrize("layout", [True, False])
+def test_gradcheck_float64_reference_path(layout):
+    """The operators' autograd in float64 (the reference formula: no kernel for
+    float64), by finite differences."""
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(1, 2, 3, 8, generator=g, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(1, 1, 3, 8, generator=g, dtype=torch.float64, requires_grad=True)
+    freqs = _freqs(8, scale=1.3)
+    pos = torch.tensor([1, 5, 40])
+    assert torch.autograd.gradcheck(
+        lambda a, b: _fused._rope_qk_op(a, b, pos, 0, freqs, layout, 0, False), (q, k))
+    assert torch.autograd.gradcheck(
+        lambda a: _fused._rope_op(a, None, 7, freqs, layout, 0, False), (q,))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_apply_rope_fused_entry(device):
+    """posenc.apply_rope / apply_rope_ of a CUDA tensor go through apply_rope_fused."""
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(2, 3, 6, 16, generator=g).to(device)
+    for layout in ("half", "interleaved"):
+        y = _fused.apply_rope_fused(x, [5, 6, 7, 8, 9, 10], 500.0, layout, 12, False)
+        want = posenc.apply_rope(x.double().cpu().numpy(), [5, 6, 7, 8, 9, 10], base=500.0,
+                                 layout=layout, rotary_dim=12)
+        _check(y, want, torch.float32)
+        x2 = x.clone()
+        assert _fused.apply_rope_fused(x2, None, 500.0, layout, 16, True) is x2
+        _check(x2, posenc.apply_rope(x.double().cpu().numpy(), base=500.0, layout=layout),
+               torch.float32)
+
+
+def test_custom_ops_are_registered_with_fake_kernels():
+    """torch.compile and torch.export see one opaque operator with a fake kernel."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    assert hasattr(torch.ops.posenc, "rope_qk") and hasattr(torch.ops.posenc, "rope_qk_")
+    with FakeTensorMode():
+        q = torch.empty(2, 4, 8, 16)
+        k = torch.empty(2, 1, 8, 16)
+        oq, ok = torch.ops.posenc.rope_qk(q, k, None, 0, torch.empty(9, dtype=torch.float64),
+                                          True, 0, False)
+        assert oq.shape == q.shape and ok.shape == k.shape
+    torch.library.opcheck(torch.ops.posenc.rope_qk.default, (
+        torch.randn(1, 2, 3, 8), torch.randn(1, 1, 3, 8), torch.tensor([1, 2, 3]), 0,
+        _freqs(8), True, 0, False))
+    torch.library.opcheck(torch.ops.posenc.rope.default, (
+        torch.randn(1, 2, 3, 8), None, 4, _freqs(8), False, 0, False))
+
+
+def test_export_keeps_the_operator():
+    class M(torch.nn.Module):
+        def forward(self, q, k, pos):
+            return _fused._rope_qk_op(q, k, pos, 0, _freqs(8), True, 0, False)
+
+    q, k, pos = torch.randn(1, 2, 3, 8), torch.randn(1, 1, 3, 8), torch.tensor([0, 1, 2])
+    ep = torch.export.export(M(), (q, k, pos))
+    assert "posenc.rope_qk" in str(ep.graph)
+    torch.testing.assert_close(ep.module()(q, k, pos)[0], M()(q, k, pos)[0])
+
+
+def test_backend_errors_name_the_rule():
+    with pytest.raises(ValueError, match="backend must be"):
+        RotaryEmbedding(8, backend="cuda")
+    rope = RotaryEmbedding(8, backend="triton")
+    q = torch.randn(1, 1, 2, 8, dtype=torch.float64)
+    # float64 is not a kernel dtype: the torch path, same result as backend="torch"
+    torch.testing.assert_close(rope(q, q)[0], RotaryEmbedding(8, backend="torch")(q, q)[0])
+    rows = torch.zeros(3, 2, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"positions of shape \(3, 2\)"):
+        rope(torch.randn(2, 1, 2, 8), torch.randn(2, 1, 2, 8), positions=rows)
+
+
+def test_compiled_model_calls_one_opaque_operator():
+    """Inside torch.compile the module is one call of posenc::rope_qk: the compiler gets
+    no float64 angle arithmetic to inline into its loops (issue 30's third cause)."""
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(str(gm.graph))
+        return gm.forward
+
+    rope = RotaryEmbedding(16, layout="half", backend="triton")
+
+    def f(q, k, pos):
+        a, b = rope(q, k, positions=pos)
+        return a * 2, b
+
+    g = torch.Generator().manual_seed(7)
+    q, k = torch.randn(1, 2, 4, 16, generator=g), torch.randn(1, 1, 4, 16, generator=g)
+    pos = torch.tensor([0, 2, 4, 6])
+    got = torch.compile(f, backend=backend, fullgraph=True)(q, k, pos)
+    torch.testing.assert_close(got[0], f(q, k, pos)[0])
+    text = "\n".join(graphs)
+    assert "posenc.rope_qk" in text
+    assert "cos" not in text.replace("posenc", "") and "sin" not in text

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One call on a borrowed GPU machine (one H100; nothing there reaches the network):
+#   1. the fused kernel's tests compiled on CUDA (tests/encodings/test_fused.py, TRITON_INTERPRET=0)
+#   2. the GPU tier of the benchmarks (benchmarks/gpu.py -> $OUT/results-gpu.{json,md})
+#   3. the GPU tier of the experiments, with what time is left (experiments/run.py)
+# Everything lands in $OUT as it finishes, so a call cut short keeps what it did.
+# Usage there: OUT=/some/dir bash tools/device_call.sh [experiments seconds]
+# Optional: .whl/*.whl (e.g. liger-kernel, a peer of the benchmarks) installed first.
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/device-out}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TRITON_INTERPRET=0
+export POSENC_COMMIT=${POSENC_COMMIT:-$(cat .device_commit 2>/dev/null || echo unknown)}
+EXP_S=${1:-240}
+t0=$(date +%s)
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"
+} > "$OUT/machine.txt" 2>&1
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=$PYTHONPATH:/tmp/site
+fi
+echo "== 1. fused kernel tests on CUDA" | tee "$OUT/log.txt"
+timeout 150 python3 -m pytest -q -p no:cacheprovider tests/encodings/test_fused.py 2>&1 | tail -25 | tee -a "$OUT/log.txt"
+echo "== 2. GPU benchmarks ($(( $(date +%s) - t0 )) s in)" | tee -a "$OUT/log.txt"
+timeout 300 python3 benchmarks/gpu.py --out "$OUT" --budget 220 2>&1 | tee -a "$OUT/log.txt" | tail -80
+echo "== 3. experiments, ${EXP_S} s ($(( $(date +%s) - t0 )) s in)" | tee -a "$OUT/log.txt"
+if [ -f experiments/device_cmd.sh ]; then
+  timeout $(( EXP_S + 30 )) bash experiments/device_cmd.sh "$OUT" "$EXP_S" 2>&1 | tail -40 | tee -a "$OUT/log.txt"
+fi
+echo "== done in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/log.txt"
