@@ -1,7 +1,7 @@
 r"""The fused RoPE kernel (Triton): queries and keys of one token per program, one launch.
 
-One program rotates every head of ``q`` (and of ``k``, when given) at one
-``(sample, token)``.  It reads the token's position, forms the angles
+One program rotates every head of ``q`` (and of ``k``, when given) at a block of tokens
+of one sample.  It reads the tokens' positions, forms the angles
 ``position * inv_freq`` in float64 from posenc's float64 frequencies, takes their cosine and
 sine in float64, multiplies them by the attention factor and rounds them once to float32:
 exactly the values of posenc's float64-built tables, so the output is as accurate as those
@@ -51,50 +51,75 @@ def interpreting() -> bool:
 
 
 @triton.jit
-def _rotate_heads(x_ptr, o_ptr, H, sh, sd, soh, sod, c1, c2, jm, cos, sin,
-                  rest_cols, rest_mask,
-                  BLOCK_H: tl.constexpr, COPY_REST: tl.constexpr):
-    """Rotate the ``H`` heads of one token, ``BLOCK_H`` heads at a time."""
+def _rotate_heads(x_ptr, o_ptr, H, sh, st, sd, soh, sot, sod, tt, tm, jj, jm, cos, sin,
+                  ROT_OFF, N_REST, H2: tl.constexpr, BLOCK_H: tl.constexpr,
+                  BLOCK_T: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_REST: tl.constexpr, HALF: tl.constexpr,
+                  COPY_REST: tl.constexpr):
+    """Rotate ``H`` heads at the tokens ``tt`` (``BLOCK_T`` of them), ``BLOCK_H`` at a time.
+
+    Tiles are ``(BLOCK_H, BLOCK_T, pairs)``: for a prefill, one head's tokens are one
+    contiguous run of memory; for a decoding step (one token), the heads are.
+    """
+    t3 = tt[None, :, None]
+    tm3 = tm[None, :, None]
     for h0 in range(0, H, BLOCK_H):
         hh = h0 + tl.arange(0, BLOCK_H)
-        hm = hh < H
-        m = hm[:, None] & jm[None, :]
-        xrow = x_ptr + hh[:, None].to(tl.int64) * sh
-        orow = o_ptr + hh[:, None].to(tl.int64) * soh
-        x1 = tl.load(xrow + c1[None, :] * sd, mask=m, other=0.0).to(tl.float32)
-        x2 = tl.load(xrow + c2[None, :] * sd, mask=m, other=0.0).to(tl.float32)
-        y1 = x1 * cos[None, :] - x2 * sin[None, :]
-        y2 = x2 * cos[None, :] + x1 * sin[None, :]
-        tl.store(orow + c1[None, :] * sod, y1.to(o_ptr.dtype.element_ty), mask=m)
-        tl.store(orow + c2[None, :] * sod, y2.to(o_ptr.dtype.element_ty), mask=m)
+        h3 = hh[:, None, None].to(tl.int64)
+        hm3 = (hh < H)[:, None, None]
+        xrow = x_ptr + h3 * sh + t3 * st
+        orow = o_ptr + h3 * soh + t3 * sot
+        if HALF:
+            j3 = jj[None, None, :]
+            m = hm3 & tm3 & jm[None, None, :]
+            c1 = ROT_OFF + j3
+            x1 = tl.load(xrow + c1 * sd, mask=m, other=0.0).to(tl.float32)
+            x2 = tl.load(xrow + (c1 + H2) * sd, mask=m, other=0.0).to(tl.float32)
+            y1 = x1 * cos - x2 * sin
+            y2 = x2 * cos + x1 * sin
+            tl.store(orow + c1 * sod, y1.to(o_ptr.dtype.element_ty), mask=m)
+            tl.store(orow + (c1 + H2) * sod, y2.to(o_ptr.dtype.element_ty), mask=m)
+        else:
+            # one contiguous load of the pairs, split into (x1, x2) in registers
+            cc = tl.arange(0, 2 * BLOCK_P)
+            c3 = cc[None, None, :]
+            m = hm3 & tm3 & (c3 < 2 * H2)
+            x = tl.load(xrow + (ROT_OFF + c3) * sd, mask=m, other=0.0).to(tl.float32)
+            x1, x2 = tl.split(tl.reshape(x, (BLOCK_H, BLOCK_T, BLOCK_P, 2)))
+            y1 = x1 * cos - x2 * sin
+            y2 = x2 * cos + x1 * sin
+            y = tl.reshape(tl.join(y1, y2), (BLOCK_H, BLOCK_T, 2 * BLOCK_P))
+            tl.store(orow + (ROT_OFF + c3) * sod, y.to(o_ptr.dtype.element_ty), mask=m)
         if COPY_REST:
-            mr = hm[:, None] & rest_mask[None, :]
-            v = tl.load(xrow + rest_cols[None, :] * sd, mask=mr, other=0.0)
-            tl.store(orow + rest_cols[None, :] * sod, v, mask=mr)
+            ri = tl.arange(0, BLOCK_REST)
+            rc = tl.where(ri < ROT_OFF, ri, ri + 2 * H2)[None, None, :]
+            mr = hm3 & tm3 & (ri < N_REST)[None, None, :]
+            v = tl.load(x_ptr + h3 * sh + t3 * st + rc * sd, mask=mr, other=0.0)
+            tl.store(o_ptr + h3 * soh + t3 * sot + rc * sod, v, mask=mr)
 
 
 @triton.jit
 def _rope_kernel(
     q_ptr, k_ptr, oq_ptr, ok_ptr, pos_ptr, inv_ptr,
-    start, T, HQ, HK, ROT_OFF, N_REST,
+    start, T, N_TB, HQ, HK, ROT_OFF, N_REST,
     sqb, sqh, sqt, sqd, skb, skh, skt, skd,
     soqb, soqh, soqt, soqd, sokb, sokh, sokt, sokd,
     spb, spt,
-    H2: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_HQ: tl.constexpr,
-    BLOCK_HK: tl.constexpr, BLOCK_REST: tl.constexpr,
+    H2: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_T: tl.constexpr,
+    BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr, BLOCK_REST: tl.constexpr,
     HAS_K: tl.constexpr, HAS_POS: tl.constexpr, HALF: tl.constexpr,
     INVERSE: tl.constexpr, COPY_REST: tl.constexpr, LIBDEVICE: tl.constexpr,
 ):
     pid = tl.program_id(0).to(tl.int64)
-    b = pid // T
-    t = pid % T
+    b = pid // N_TB
+    tt = (pid % N_TB) * BLOCK_T + tl.arange(0, BLOCK_T)
+    tm = tt < T
     if HAS_POS:
-        p = tl.load(pos_ptr + b * spb + t * spt).to(tl.float64)
+        p = tl.load(pos_ptr + b * spb + tt * spt, mask=tm, other=0).to(tl.float64)
     else:
-        p = (start + t).to(tl.float64)
-    j = tl.arange(0, BLOCK_P)
-    jm = j < H2
-    angle = p * tl.load(inv_ptr + j, mask=jm, other=0.0)  # float64
+        p = (start + tt).to(tl.float64)
+    jj = tl.arange(0, BLOCK_P)
+    jm = jj < H2
+    angle = p[:, None] * tl.load(inv_ptr + jj, mask=jm, other=0.0)[None, :]  # float64
     if LIBDEVICE:
         cos64 = _libdevice.cos(angle)
         sin64 = _libdevice.sin(angle)
@@ -102,27 +127,17 @@ def _rope_kernel(
         cos64 = tl.cos(angle)
         sin64 = tl.sin(angle)
     scale = tl.load(inv_ptr + H2)  # the attention factor, float64, after the frequencies
-    cos = (cos64 * scale).to(tl.float32)
-    sin = (sin64 * scale).to(tl.float32)
+    cos = (cos64 * scale).to(tl.float32)[None, :, :]
+    sin = (sin64 * scale).to(tl.float32)[None, :, :]
     if INVERSE:
         sin = -sin
-    if HALF:
-        c1 = ROT_OFF + j
-        c2 = c1 + H2
-    else:
-        c1 = ROT_OFF + 2 * j
-        c2 = c1 + 1
-    # the columns that are not rotated: [0, ROT_OFF) and [ROT_OFF + 2 * H2, D)
-    ri = tl.arange(0, BLOCK_REST)
-    rest_cols = tl.where(ri < ROT_OFF, ri, ri + 2 * H2)
-    rest_mask = ri < N_REST
-    _rotate_heads(q_ptr + b * sqb + t * sqt, oq_ptr + b * soqb + t * soqt, HQ, sqh, sqd,
-                  soqh, soqd, c1, c2, jm, cos, sin, rest_cols, rest_mask,
-                  BLOCK_HQ, COPY_REST)
+    _rotate_heads(q_ptr + b * sqb, oq_ptr + b * soqb, HQ, sqh, sqt, sqd, soqh, soqt, soqd,
+                  tt, tm, jj, jm, cos, sin, ROT_OFF, N_REST, H2, BLOCK_HQ, BLOCK_T, BLOCK_P,
+                  BLOCK_REST, HALF, COPY_REST)
     if HAS_K:
-        _rotate_heads(k_ptr + b * skb + t * skt, ok_ptr + b * sokb + t * sokt, HK, skh, skd,
-                      sokh, sokd, c1, c2, jm, cos, sin, rest_cols, rest_mask,
-                      BLOCK_HK, COPY_REST)
+        _rotate_heads(k_ptr + b * skb, ok_ptr + b * sokb, HK, skh, skt, skd, sokh, sokt, sokd,
+                      tt, tm, jj, jm, cos, sin, ROT_OFF, N_REST, H2, BLOCK_HK, BLOCK_T, BLOCK_P,
+                      BLOCK_REST, HALF, COPY_REST)
 
 
 def _as4d(x: torch.Tensor):
@@ -184,7 +199,11 @@ def launch_rope(q: torch.Tensor, oq: torch.Tensor, k: torch.Tensor | None,
         return True
     h2 = freqs.shape[0] - 1
     block_p = _block(h2)
-    per = max(1, _BLOCK_ELEMENTS // block_p)
+    # tiles of about _BLOCK_ELEMENTS (per half): tokens first (a head's tokens are
+    # contiguous), heads where there are few tokens (a decoding step)
+    block_t = max(1, min(_block(t), _BLOCK_ELEMENTS // block_p))
+    per = max(1, _BLOCK_ELEMENTS // (block_p * block_t))
+    n_tb = -(-t // block_t)
     n_rest = d - 2 * h2
     copy_rest = n_rest > 0 and oq.data_ptr() != q.data_ptr()
     if positions is None:
@@ -199,15 +218,14 @@ def launch_rope(q: torch.Tensor, oq: torch.Tensor, k: torch.Tensor | None,
             if positions.shape[0] == 1:
                 spb = 0
     libdevice = q.device.type == "cuda" and _libdevice is not None and not interpreting()
-    _rope_kernel[(bq * t,)](
+    _rope_kernel[(bq * n_tb,)](
         q, k if k is not None else q, oq, ok if ok is not None else oq,
         positions if positions is not None else freqs, freqs,
-        int(start), t, hq, hk, rot_off, max(n_rest, 0),
+        int(start), t, n_tb, hq, hk, rot_off, max(n_rest, 0),
         *sq, *sk, *soq, *sok, spb, spt,
-        H2=h2, BLOCK_P=block_p, BLOCK_HQ=min(_block(hq), per),
+        H2=h2, BLOCK_P=block_p, BLOCK_T=block_t, BLOCK_HQ=min(_block(hq), per),
         BLOCK_HK=min(_block(max(hk, 1)), per), BLOCK_REST=_block(max(n_rest, 1)),
         HAS_K=k is not None, HAS_POS=has_pos, HALF=half, INVERSE=inverse,
-        COPY_REST=copy_rest, LIBDEVICE=libdevice,
-        num_warps=4 if block_p * min(_block(hq), per) <= 1024 else 8,
+        COPY_REST=copy_rest, LIBDEVICE=libdevice, num_warps=4,
     )
     return True

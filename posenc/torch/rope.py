@@ -653,6 +653,8 @@ class RotaryEmbedding(nn.Module):
         backend = self.backend
         if backend == "torch" or self.compiled:
             return False
+        if q.dtype not in _FUSED_DTYPES or k.dtype not in _FUSED_DTYPES:
+            return False  # float64: the torch path, float64 tables for the call
         if backend == "auto" and not (q.is_cuda and k.is_cuda and _fused.available()):
             return False
         if backend == "triton" and not (_fused.runs_here(q) and _fused.runs_here(k)):
@@ -660,8 +662,6 @@ class RotaryEmbedding(nn.Module):
                 "backend='triton' runs on CUDA tensors (or on CPU tensors under Triton's "
                 f"interpreter, TRITON_INTERPRET=1), got q on {q.device}, k on {k.device}"
             )
-        if q.dtype not in _FUSED_DTYPES or k.dtype not in _FUSED_DTYPES:
-            return False  # float64: the torch path, float64 tables for the call
         if torch.compiler.is_compiling():
             return self.rope_type not in ("dynamic", "longrope")
         return not (torch._C._are_functorch_transforms_active()

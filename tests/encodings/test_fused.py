@@ -245,12 +245,16 @@ def test_backend_errors_name_the_rule():
     with pytest.raises(ValueError, match="backend must be"):
         RotaryEmbedding(8, backend="cuda")
     rope = RotaryEmbedding(8, backend="triton")
+    if not INTERPRET:  # compiled Triton: CPU tensors are refused with the rule
+        with pytest.raises(ValueError, match="runs on CUDA tensors"):
+            rope(torch.randn(1, 1, 2, 8), torch.randn(1, 1, 2, 8))
     q = torch.randn(1, 1, 2, 8, dtype=torch.float64)
     # float64 is not a kernel dtype: the torch path, same result as backend="torch"
     torch.testing.assert_close(rope(q, q)[0], RotaryEmbedding(8, backend="torch")(q, q)[0])
     rows = torch.zeros(3, 2, dtype=torch.long)
+    x = torch.randn(2, 1, 2, 8, device=DEVICES[0])
     with pytest.raises(ValueError, match=r"positions of shape \(3, 2\)"):
-        rope(torch.randn(2, 1, 2, 8), torch.randn(2, 1, 2, 8), positions=rows)
+        rope(x, x, positions=rows)
 
 
 def test_compiled_model_calls_one_opaque_operator():
@@ -269,8 +273,10 @@ def test_compiled_model_calls_one_opaque_operator():
         return a * 2, b
 
     g = torch.Generator().manual_seed(7)
-    q, k = torch.randn(1, 2, 4, 16, generator=g), torch.randn(1, 1, 4, 16, generator=g)
-    pos = torch.tensor([0, 2, 4, 6])
+    dev = DEVICES[0]
+    q = torch.randn(1, 2, 4, 16, generator=g).to(dev)
+    k = torch.randn(1, 1, 4, 16, generator=g).to(dev)
+    pos = torch.tensor([0, 2, 4, 6], device=dev)
     got = torch.compile(f, backend=backend, fullgraph=True)(q, k, pos)
     torch.testing.assert_close(got[0], f(q, k, pos)[0])
     text = "\n".join(graphs)
