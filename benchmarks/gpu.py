@@ -11,6 +11,10 @@ calls, so Python overhead between launches counts when it starves the GPU) and i
 as a multiple of ``out.copy_(x)`` of the same tensors in the same run: the time a kernel
 that reads its input once and writes its output once cannot beat.  The rows:
 
+Queries and keys are held as attention layers hold them: stored (batch, tokens, heads,
+dim) and seen as (batch, heads, tokens, dim), a transposed view (Liger's kernel expects
+that storage; on a contiguous (batch, heads, tokens, dim) tensor it copies first).
+
 * **one tensor**, (1, 32, 16384, 128), half layout: ``posenc.apply_rope`` (eager),
   ``posenc.apply_rope`` inside a ``torch.compile``d function, the ``rotate_half`` formula
   compiled, transformers' ``apply_rotary_pos_emb`` formula (eager), Meta's complex
@@ -160,9 +164,11 @@ def run_case(case, clock, device, quick, liger, compile_ok, notes):
     dtype = getattr(torch, dname)
     b, hq, t, d = qshape
     g = torch.Generator(device=device).manual_seed(0)
-    q = torch.randn(qshape, device=device, dtype=dtype, generator=g)
-    k = None if hk is None else torch.randn((b, hk, t, d), device=device, dtype=dtype,
-                                            generator=g)
+    # as attention layers hold them: projections stored (batch, tokens, heads, dim) and
+    # seen as (batch, heads, tokens, dim) (a transposed view, no copy)
+    q = torch.randn((b, t, hq, d), device=device, dtype=dtype, generator=g).transpose(1, 2)
+    k = None if hk is None else torch.randn((b, t, hk, d), device=device, dtype=dtype,
+                                            generator=g).transpose(1, 2)
     if what == "decode":  # every sequence at its own position
         positions = torch.randint(0, 32768, (b, t), device=device, generator=g)
     else:
@@ -239,6 +245,17 @@ def run_case(case, clock, device, quick, liger, compile_ok, notes):
     pos_arg = positions
     timed("posenc RotaryEmbedding", lambda: rope(q, k, positions=pos_arg),
           lambda: err(rope(q, k, positions=pos_arg)))
+    if what == "qk" and not quick:  # the kernel's tile sizes around the default
+        from posenc.torch import _triton
+
+        default = (_triton.TILE_BYTES, _triton.BLOCK_T_MAX)
+        for tile, bt in ((8192, 32), (8192, 16), (16384, 32), (32768, 16), (32768, 32)):
+            _triton.TILE_BYTES, _triton.BLOCK_T_MAX = tile, bt
+            try:
+                timed(f"tiles {tile} B, {bt} tokens", lambda: rope(q, k, positions=pos_arg))
+            finally:
+                _triton.TILE_BYTES, _triton.BLOCK_T_MAX = default
+        rows["posenc RotaryEmbedding"]["tiles"] = list(default)
     qi, ki = q.clone(), k.clone()
     timed("posenc RotaryEmbedding in place",
           lambda: rope(qi, ki, positions=pos_arg, inplace=True))

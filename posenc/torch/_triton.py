@@ -41,8 +41,12 @@ except ImportError:  # pragma: no cover - older Triton
 
 __all__ = ["interpreting", "launch_rope"]
 
-#: Elements of one half (``x1`` or ``x2``) a program holds per head block.
-_BLOCK_ELEMENTS = 2048
+#: Bytes of ``x`` one step of a program loads (both halves of a tile): enough bytes in
+#: flight per streaming multiprocessor to keep HBM busy, few enough to stay in registers.
+TILE_BYTES = 16384
+#: Tokens per tile at most: more programs (each computes its tokens' cos/sin once and
+#: walks every head), so that each multiprocessor has several to overlap.
+BLOCK_T_MAX = 16
 
 
 def interpreting() -> bool:
@@ -199,10 +203,11 @@ def launch_rope(q: torch.Tensor, oq: torch.Tensor, k: torch.Tensor | None,
         return True
     h2 = freqs.shape[0] - 1
     block_p = _block(h2)
-    # tiles of about _BLOCK_ELEMENTS (per half): tokens first (a head's tokens are
-    # contiguous), heads where there are few tokens (a decoding step)
-    block_t = max(1, min(_block(t), _BLOCK_ELEMENTS // block_p))
-    per = max(1, _BLOCK_ELEMENTS // (block_p * block_t))
+    # tiles of about TILE_BYTES: tokens first (a head's tokens are contiguous), then heads
+    # (all of them at once for a decoding step's single token)
+    half_elems = max(block_p, TILE_BYTES // (2 * q.element_size()))
+    block_t = max(1, min(_block(t), BLOCK_T_MAX, half_elems // block_p))
+    per = max(1, half_elems // (block_p * block_t))
     n_tb = -(-t // block_t)
     n_rest = d - 2 * h2
     copy_rest = n_rest > 0 and oq.data_ptr() != q.data_ptr()
@@ -226,6 +231,7 @@ def launch_rope(q: torch.Tensor, oq: torch.Tensor, k: torch.Tensor | None,
         H2=h2, BLOCK_P=block_p, BLOCK_T=block_t, BLOCK_HQ=min(_block(hq), per),
         BLOCK_HK=min(_block(max(hk, 1)), per), BLOCK_REST=_block(max(n_rest, 1)),
         HAS_K=k is not None, HAS_POS=has_pos, HALF=half, INVERSE=inverse,
-        COPY_REST=copy_rest, LIBDEVICE=libdevice, num_warps=4,
+        COPY_REST=copy_rest, LIBDEVICE=libdevice,
+        num_warps=8 if block_p * block_t * min(_block(max(hq, hk)), per) >= 4096 else 4,
     )
     return True
