@@ -115,6 +115,15 @@ def write_markdown(r: dict) -> str:
             ["command", f"`{r['command']}`"],
             ["library benchmarks took", f"{r.get('library_seconds', float('nan')):.0f} s"],
         ], "ll")]
+    dec = r.get("decode")
+    if dec:
+        out += ["## A decoding step (one thread)\n", _table(["", ""], [
+            ["q / k", f"{tuple(dec['shape_q'])} / {tuple(dec['shape_k'])}"],
+            ["posenc RotaryEmbedding", f"{dec['median_us']['posenc']:.1f} us"],
+            ["rotate_half formula, cos/sin given", f"{dec['median_us']['rotate_half']:.1f} us"],
+            ["ratio (floor <= 1.5)",
+             f"{dec['ratio']:.2f} ({'PASS' if dec['passed'] else 'FAIL'})"],
+        ], "ll")]
     titles = {c["id"]: case_title(c) for c in r.get("rope", [])}
     if r.get("floors"):
         out.append("## Floors\n")

@@ -434,9 +434,30 @@ def run_library(quick: bool, skip_compile: bool) -> dict:
         rope.append(bench_rope_case(c, quick, skip_compile))
         phases[c["id"]] = time.perf_counter() - t0
         log(f"  ({phases[c['id']]:.0f} s)")
+    t0 = time.perf_counter()
+    decode = run_decode(quick)
+    phases["decode"] = time.perf_counter() - t0
     machine["load_average_end"] = list(os.getloadavg())
-    return {"machine": machine, "sinusoidal": sin, "rope": rope,
+    return {"machine": machine, "sinusoidal": sin, "rope": rope, "decode": decode,
             "floors": evaluate_floors(rope), "phase_seconds": phases}
+
+
+def run_decode(quick: bool) -> dict:
+    """A decoding step's host overhead (:mod:`benchmarks.decode`), one thread."""
+    import torch
+
+    from benchmarks.decode import bench_decode
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        out = bench_decode(quick)
+    finally:
+        torch.set_num_threads(threads)
+    out["load_average"] = list(os.getloadavg())
+    log(f"decode: posenc {out['median_us']['posenc']:.1f} us, rotate_half "
+        f"{out['median_us']['rotate_half']:.1f} us, ratio {out['ratio']:.2f}")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -444,6 +465,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build", action="store_true", help="also time the book build")
     parser.add_argument("--build-only", action="store_true",
                         help="only time the build; keep the library results on file")
+    parser.add_argument("--decode-only", action="store_true",
+                        help="only the decoding-step overhead; keep the other results on file")
     parser.add_argument("--quick", action="store_true", help="tiny shapes: checks the harness")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile kernels")
     parser.add_argument("--wait-quiet", type=float, default=0.0, metavar="MINUTES",
@@ -479,16 +502,20 @@ def _run(args, out_json: Path, out_md: Path) -> int:
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     command = "python benchmarks/run.py " + " ".join(args.argv)
     results = {"schema": SCHEMA, "date": now, "command": command}
-    if args.build_only:  # the library results (and their date and command) stay as they were
+    if args.build_only or args.decode_only:  # the library results stay as they were
         for key in ("date", "command", "machine", "sinusoidal", "rope", "floors",
-                    "library_seconds", "quick", "phase_seconds"):
+                    "library_seconds", "quick", "phase_seconds", "decode"):
             if key in previous:
                 results[key] = previous[key]
+        if args.decode_only:
+            results["decode"] = run_decode(args.quick)
+            results["decode"]["date"], results["decode"]["command"] = now, command
+            results["decode"]["commit"] = machine_info().get("commit")
     else:
         results.update(run_library(args.quick, args.no_compile or args.quick))
         results["library_seconds"] = time.perf_counter() - start
         results["quick"] = args.quick
-    if args.build or args.build_only:
+    if (args.build or args.build_only) and not args.decode_only:
         from benchmarks.build import run_build_benchmark
 
         t0 = time.perf_counter()

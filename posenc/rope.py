@@ -1039,8 +1039,13 @@ def apply_rope(x: ArrayT, positions: Positions | None = None, *, base: float = 1
     * **torch.compile and torch.export**: while a graph is traced (``fullgraph=True``
       included), the cache is bypassed and the tables are computed from the positions
       with tensor operations (float64 angles), in one expression per layout that the
-      compiler fuses into one loop, so a compiled model gets the fusion of
+      compiler fuses into one loop, so a compiled model on the CPU gets the fusion of
       :func:`posenc.torch.compiled_apply_rope` by calling this function;
+    * **GPU**: CUDA tensors of float16, bfloat16 or float32 are rotated by posenc's fused
+      Triton kernel when Triton is installed (cos and sin formed in the kernel from
+      float64 angles, no table, no host synchronisation), eagerly and inside compiled
+      or exported graphs, where it is the opaque custom operator ``posenc::rope``
+      (``posenc::rope_`` for :func:`apply_rope_`) with its backward registered;
     * **torch.func**: under ``vmap``, ``jvp``, ``grad`` and forward-mode AD the same
       functional formula is used, so ``jvp`` gives the rotation of the tangent (RoPE is
       linear in ``x``) and ``vmap`` equals a loop, also over positions;

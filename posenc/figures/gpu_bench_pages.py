@@ -159,7 +159,8 @@ def gpu_headlines(results):
     ``posenc_inplace``, ``posenc_compiled``, ``rh_compiled``, ``rh_eager``, ``liger``,
     ``fb_posenc``, ``fb_rh_compiled``, ``fb_liger``) and the value is the ratio to
     ``copy_``; ``..._ms`` keys give the time in milliseconds, and
-    ``gpu_<case>_err_posenc`` the relative error.  Rows the run lacks are absent.
+    ``gpu_<case>_err_<slug>`` the relative error against float64 where the run
+    checked it.  Rows the run lacks are absent.
     """
     slugs = {
         "posenc apply_rope": "posenc", "posenc RotaryEmbedding": "posenc",
@@ -186,7 +187,7 @@ def gpu_headlines(results):
             if ratio is not None:
                 out[f"gpu_{cid}_{slug}"] = float(ratio)
             out[f"gpu_{cid}_{slug}_ms"] = float(r["ms"])
-            if "relerr" in r and slug in ("posenc", "posenc_compiled"):
+            if "relerr" in r:
                 out[f"gpu_{cid}_err_{slug}"] = float(r["relerr"])
         copy = case["rows"].get("copy_")
         if copy:

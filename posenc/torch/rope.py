@@ -38,6 +38,16 @@ training or serving stack, and keep these guarantees (each has a test in
 In plain eager code none of this costs more than a few attribute reads per call: the
 fast kernels (one complex multiply, or three kernels into one output; float16 and
 bfloat16 rotated in float32 block by block and rounded once) are unchanged.
+
+**On a GPU** (CUDA tensors of float16, bfloat16 or float32, Triton installed) the module
+and :func:`posenc.apply_rope` run one fused Triton kernel instead
+(:mod:`posenc.torch._triton`, registered as custom operators by
+:mod:`posenc.torch._fused`); ``RotaryEmbedding(..., backend="torch")`` keeps the path
+above.  The guarantees hold there too: the kernel forms cos and sin from float64
+angles, reads no table (memory is that of the input, any int64 position), needs no host
+synchronisation, and is one opaque operator for ``torch.compile``/``torch.export``
+with its backward registered; ``torch.func`` transforms and forward-mode AD take the
+functional formula.
 """
 
 from __future__ import annotations
@@ -228,6 +238,22 @@ class RotaryEmbedding(nn.Module):
         (``rope_interleave``); transformers then reorders the rotated features into the
         half layout's order before rotating, the same reordering for queries and keys,
         so the attention scores are the same as with ``layout="interleaved"`` here.
+
+    backend : {"auto", "triton", "torch"}, default "auto"
+        Which code rotates.  ``"auto"``: float16, bfloat16 and float32 CUDA tensors go to
+        posenc's fused Triton kernel when Triton is installed (``pip install
+        'posenc[triton]'``; PyTorch's CUDA wheels bring it): ``q`` and ``k`` in one
+        launch, cos and sin formed in the kernel from float64 angles (the values of the
+        float64-built tables, so the accuracy is the same), any position that fits in
+        int64, no host synchronisation, registered as the custom operators
+        ``posenc::rope_qk`` / ``posenc::rope_qk_`` so that ``torch.compile`` and
+        ``torch.export`` see one opaque call and autograd runs the kernel backward (the
+        rotation by the opposite angle).  Everything else (CPU tensors, float64,
+        ``torch.func`` transforms, forward-mode AD, ``compiled=True``, a traced
+        ``"dynamic"`` or ``"longrope"``) takes the torch path described here.
+        ``"triton"``: the kernel or a ``ValueError`` (CUDA tensors, or CPU tensors under
+        Triton's interpreter ``TRITON_INTERPRET=1``, which is how the tests run it);
+        float64 still takes the torch path.  ``"torch"``: never the kernel.
 
     Attributes
     ----------
@@ -604,6 +630,10 @@ class RotaryEmbedding(nn.Module):
         tuple of torch.Tensor
             The rotated ``(q, k)``, same shapes, dtypes and devices.
         """
+        if not inplace and positions is not None:
+            fast = self._decode_step(q, k, positions)
+            if fast is not None:
+                return fast
         sliced = self.rotary_slice != "all"
         for name, t in (("q", q), ("k", k)):
             if not torch.is_tensor(t) or not t.is_floating_point():
@@ -645,6 +675,61 @@ class RotaryEmbedding(nn.Module):
             q_rot, k_rot = self._rotate_pair(q_rot, k_rot, positions)
             return self._join(q_keep, q_rot), self._join(k_keep, k_rot)
         return self._rotate_pair(q, k, positions)
+
+    # -- a decoding step on the CPU: the fewest Python calls ---------------------------------
+
+    def _decode_step(self, q, k, positions):
+        """The common eager call with a few positions (a decoding step), or None.
+
+        Eager float32 CPU tensors of width ``dim``, an int64 CPU tensor of at most 8
+        positions inside the table, a static rope type, no transform active: the same
+        products as the table path (two ``addcmul`` and a ``cat``, or one complex
+        multiply), with the checks done once and no intermediate layers.  Anything else
+        returns None and takes the general path, which checks and explains.
+        """
+        if not (type(q) is torch.Tensor and type(k) is torch.Tensor  # noqa: E721
+                and type(positions) is torch.Tensor):  # noqa: E721
+            return None
+        cos, sin = self.cos, self.sin
+        if (positions.dtype != torch.int64 or positions.ndim != 1 or positions.is_cuda
+                or q.dtype != torch.float32 or k.dtype != torch.float32
+                or q.device.type != "cpu" or k.device.type != "cpu" or positions.is_meta
+                or cos.device.type != "cpu" or self.rope_type in ("dynamic", "longrope")
+                or self.rotary_slice != "all" or self.compiled or self.backend == "triton"):
+            return None
+        seq, d = q.shape[-2:] if q.ndim >= 2 else (-1, -1)
+        if (d != self.dim or k.ndim < 2 or k.shape[-1] != d or k.shape[-2] != seq
+                or positions.shape[0] != seq or seq > 8 or seq == 0):
+            return None
+        if (torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active()
+                or torch.autograd.forward_ad._current_level >= 0
+                or torch._C._len_torch_dispatch_stack() > 0):
+            return None
+        pos = positions.tolist()
+        lo, hi = min(pos), max(pos)
+        if lo < 0 or hi >= min(cos.shape[0], sin.shape[0]):
+            return None
+        if hi - lo == seq - 1 and pos[0] == lo and pos[-1] == hi:  # a run: views
+            c, s_ = cos[lo:hi + 1], sin[lo:hi + 1]
+        else:
+            c, s_ = cos[positions], sin[positions]
+        h = d // 2
+        if self.layout == "half":
+            out = []
+            for x in (q, k):
+                x1, x2 = x[..., :h], x[..., h:]
+                out.append(torch.cat((torch.addcmul(x1 * c, x2, s_, value=-1),
+                                      torch.addcmul(x2 * c, x1, s_)), dim=-1))
+            return out[0], out[1]
+        cis = torch.complex(c, s_)
+        out = []
+        for x in (q, k):
+            try:
+                xc = torch.view_as_complex(x.unflatten(-1, (h, 2)))
+            except RuntimeError:
+                return None  # strides a complex view cannot express
+            out.append(torch.view_as_real(xc * cis).flatten(-2))
+        return out[0], out[1]
 
     # -- the fused Triton path and per-sample positions ------------------------------------
 
@@ -833,12 +918,14 @@ def compiled_apply_rope(x: torch.Tensor, positions: Positions | None = None, *,
     The price is compilation: the first call, and the first with a new dtype, layout,
     rotated width or (once) sequence length, compiles for a few seconds (longer for the
     first compilation in a process), and it needs what ``torch.compile`` needs (a C++
-    compiler on the CPU, Triton on a GPU).  A model that is compiled anyway gets the
-    same fusion by calling :func:`posenc.apply_rope` inside it: while traced,
-    :func:`posenc.apply_rope` bypasses its cache and computes the tables from the
-    positions with tensor operations, in the same one-expression form (tested with
-    ``fullgraph=True``).  Called inside a compiled graph or a ``torch.func`` transform,
-    this function does exactly that.
+    compiler on the CPU, Triton on a GPU).  On CUDA tensors there is no reason to use it:
+    :func:`posenc.apply_rope` already runs posenc's fused Triton kernel there, eagerly
+    and inside a compiled model (as the opaque operator ``posenc::rope``).  On the CPU a
+    model that is compiled anyway gets this fusion by calling :func:`posenc.apply_rope`
+    inside it: while traced, :func:`posenc.apply_rope` bypasses its cache and computes
+    the tables from the positions with tensor operations, in the same one-expression
+    form (tested with ``fullgraph=True``).  Called inside a compiled graph or a
+    ``torch.func`` transform, this function does exactly that.
 
     Transforms (tensors; each tested, see the API page's table): ``vmap`` (per-sample
     positions included), ``grad``, ``jvp``, ``torch.compile(fullgraph=True)``,
