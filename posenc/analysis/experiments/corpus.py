@@ -255,7 +255,7 @@ def save_corpus(corpus: Corpus, path: Path | str) -> Path:
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    arrays = {}
+    arrays: dict[str, np.ndarray] = {}
     for name in _SPLITS:
         s: Split = getattr(corpus, name)
         arrays[f"{name}_tokens"] = s.tokens
@@ -266,7 +266,7 @@ def save_corpus(corpus: Corpus, path: Path | str) -> Path:
             "sha256": {n: getattr(corpus, n).sha256() for n in _SPLITS}}
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     with open(path, "wb") as f:
-        np.savez_compressed(f, **arrays)
+        np.savez_compressed(f, **arrays)  # type: ignore[arg-type]
     return path
 
 

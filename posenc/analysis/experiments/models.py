@@ -166,11 +166,11 @@ class TinyDecoder(nn.Module):
             if isinstance(m, (nn.Linear, nn.Embedding)):
                 w = torch.empty(m.weight.shape).normal_(0.0, 0.02, generator=gen)
                 m.weight.copy_(w)
-                if getattr(m, "bias", None) is not None:
-                    nn.init.zeros_(m.bias)
+                bias = getattr(m, "bias", None)
+                if isinstance(bias, torch.Tensor):
+                    nn.init.zeros_(bias)
             elif isinstance(m, nn.LayerNorm):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
+                m.reset_parameters()
 
     def set_rope(self, rope_parameters: dict | None) -> None:
         """Replace the rotary tables (the model's weights are untouched): how PI, NTK, YaRN

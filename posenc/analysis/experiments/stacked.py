@@ -131,10 +131,11 @@ def train_lm(stack: Stack, split: Split, *, steps: int, batch: int, lr: float,
         opt.zero_grad(set_to_none=True)
         per_seed.sum().backward()
         # gradient clipping at norm 1, each seed by its own norm (as clip_grad_norm_ does)
-        sq = sum(p.grad.float().pow(2).reshape(stack.n, -1).sum(1) for p in plist)
+        grads = [p.grad for p in plist if p.grad is not None]
+        sq = torch.stack([g.float().pow(2).reshape(stack.n, -1).sum(1) for g in grads]).sum(0)
         coef = (1.0 / (sq.sqrt() + 1e-6)).clamp(max=1.0)
-        for p in plist:
-            p.grad.mul_(coef.view(-1, *([1] * (p.grad.dim() - 1))).to(p.grad.dtype))
+        for g in grads:
+            g.mul_(coef.view(-1, *([1] * (g.dim() - 1))).to(g.dtype))
         opt.step()
         sched.step()
         if step % log_every == 0 or step == steps - 1:
@@ -186,5 +187,5 @@ def eval_lm(stack: Stack, split: Split, chunks: EvalChunks, lengths: Sequence[in
 def set_rope(stack: Stack, rope_parameters: dict | None) -> None:
     """Apply a RoPE scaling rule to every seed (the rotary tables are not parameters)."""
     stack.template.set_rope(rope_parameters)
-    dev = next(iter(stack.params.values())).device
-    stack.template.rope.to(dev)
+    if stack.template.rope is not None:
+        stack.template.rope.to(next(iter(stack.params.values())).device)
