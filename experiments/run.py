@@ -110,7 +110,8 @@ GPU = {
         # priority 3: reference models trained at longer lengths, the same bytes per step
         "references": [["rope", 2048], ["alibi", 2048], ["rope", 8192], ["alibi", 8192]],
         "bf16": True,
-        "vmap_off": ["t5"],            # a per-seed bias under vmap: loop over seeds instead
+        "vmap_off": [],                # encodings that loop over seeds (vmap is also checked)
+        "merge_below": 1.3,            # stack all seeds at once if that costs < 1.3x
     },
 }
 QUICK = {
@@ -139,7 +140,7 @@ GPUQUICK = {
                              "alibi": 1.0, "t5": 1.0},
              "max_steps": 8, "min_steps": 2, "first_share": 0.5,
              "references": [["rope", 64], ["alibi", 128]], "bf16": False,
-             "vmap_off": ["t5"]},
+             "vmap_off": [], "merge_below": None},
 }
 TIERS = {"cpu": CPU, "gpu": GPU, "quick": QUICK, "gpuquick": GPUQUICK}
 
@@ -560,10 +561,11 @@ class GpuPlan:
         self.far = C.far_identifier_mask(corpus.test)
         self.bf16 = bool(self.plan["bf16"]) and device != "cpu"
         self.use_vmap = use_vmap
-        self.step_time: dict[tuple[str, int], float] = {}
+        self.step_time: dict[tuple[str, int, int], float] = {}
+        self.first: list[int] = list(self.plan["first_seeds"])
         self.eval_time = 0.0
         self.steps = steps
-        self.stacks: dict[tuple[str, int], object] = {}
+        self.vmap_ok: dict[str, bool] = {}
         self.keys: list[tuple[str, dict]] = []  # every unit of the plan, in order
         self.skipped: list[str] = []
 
@@ -579,28 +581,24 @@ class GpuPlan:
         return max(1, self.config["lm"]["batch"] * self.L // length)
 
     def vmap_for(self, enc: str) -> bool:
-        return self.use_vmap and enc not in self.plan["vmap_off"]
-
-    def measure(self, enc: str, length: int, seeds) -> float:
-        """Seconds per training step of ``seeds`` stacked (after two warm-up steps)."""
-        key = (enc, length)
-        if key not in self.step_time:
-            stack = self.S.build(self.cfg(enc, length), seeds, self.device)
-            kw = dict(batch=self.batch(length), lr=1e-4, length=length, bf16=self.bf16,
-                      use_vmap=self.vmap_for(enc))
-            self.S.train_lm(stack, self.corpus.train, steps=2, **kw)
-            t0 = time.perf_counter()
-            self.S.train_lm(stack, self.corpus.train, steps=3, **kw)
-            self.step_time[key] = (time.perf_counter() - t0) / 3
-            self.log(f"  step time {enc} at {length}, {len(seeds)} seeds: "
-                     f"{1000 * self.step_time[key]:.1f} ms")
-        return self.step_time[key]
+        """Whether ``enc`` trains under vmap: asked for, and checked once on this device
+        against the per-seed loop (:func:`~posenc.analysis.experiments.stacked.vmap_agrees`)."""
+        if not self.use_vmap or enc in self.plan["vmap_off"]:
+            return False
+        if enc not in self.vmap_ok:
+            stack = self.S.build(self.cfg(enc), self.plan["first_seeds"][:2], self.device)
+            ok, why = self.S.vmap_agrees(stack, self.corpus.train, batch=4, bf16=self.bf16)
+            self.vmap_ok[enc] = ok
+            if not ok:
+                self.log(f"  {enc}: vmap does not agree with the per-seed loop here, looping "
+                         f"({why})")
+        return self.vmap_ok[enc]
 
     def choose_steps(self) -> int:
         p = self.plan
         if self.steps is not None:
             return self.steps
-        per_step = sum(self.measure(e, self.L, p["first_seeds"]) for e in ENCODINGS)
+        per_step = sum(self.measure(e, self.L, self.first) for e in ENCODINGS)
         left = self.budget.left()
         if left == float("inf"):
             return int(p["max_steps"])
@@ -719,9 +717,41 @@ class GpuPlan:
             self.log(f"  scale {kind} {mode}: {sec:.0f} s; at {max(lengths)}: "
                      + ", ".join(f"{t[max(lengths)]['target']:.3f}" for t in test))
 
+    def seeds_for_first(self) -> tuple[list[int], list[int]]:
+        """``first_seeds`` and ``more_seeds``; all of them at once where stacking them all
+        costs under ``merge_below`` times the step of ``first_seeds`` alone (measured on
+        RoPE): on a device that small models leave idle, more seeds are nearly free."""
+        p = self.plan
+        first, more = list(p["first_seeds"]), list(p["more_seeds"])
+        limit = p.get("merge_below")
+        if more and limit:
+            t_first = self.measure("rope", self.L, first)
+            t_all = self.measure("rope", self.L, first + more)
+            if t_all < limit * t_first:
+                self.log(f"  all {len(first + more)} seeds at once: {1000 * t_all:.1f} ms per "
+                         f"step against {1000 * t_first:.1f} ms for {len(first)}")
+                return first + more, []
+        return first, more
+
+    def measure(self, enc: str, length: int, seeds) -> float:
+        """Seconds per training step of ``seeds`` stacked (after two warm-up steps)."""
+        key = (enc, length, len(seeds))
+        if key not in self.step_time:
+            stack = self.S.build(self.cfg(enc, length), seeds, self.device)
+            kw = dict(batch=self.batch(length), lr=1e-4, length=length, bf16=self.bf16,
+                      use_vmap=self.vmap_for(enc))
+            self.S.train_lm(stack, self.corpus.train, steps=2, **kw)  # type: ignore[arg-type]
+            t0 = time.perf_counter()
+            self.S.train_lm(stack, self.corpus.train, steps=3, **kw)  # type: ignore[arg-type]
+            self.step_time[key] = (time.perf_counter() - t0) / 3
+            self.log(f"  step time {enc} at {length}, {len(seeds)} seeds: "
+                     f"{1000 * self.step_time[key]:.1f} ms")
+        return self.step_time[key]
+
     def run(self) -> None:
         p = self.plan
-        first = list(p["first_seeds"])
+        first, more = self.seeds_for_first()
+        self.first = first
         steps = self.steps = self.choose_steps()
         self.log(f"language models: {steps} steps each, {len(first)} seeds stacked, "
                  f"{self.budget.left():.0f} s left")
@@ -734,14 +764,17 @@ class GpuPlan:
         rope_stack = None
         for enc, length in p["references"]:
             self.lm_group(enc, int(length), first, steps)
-        for enc in ENCODINGS:
-            self.lm_group(enc, self.L, list(p["more_seeds"]), steps)
+        if more:
+            for enc in ENCODINGS:
+                self.lm_group(enc, self.L, more, steps)
 
     def results(self) -> dict:
         """Every unit of the plan that is stored (finished in this call or an earlier one)."""
         units = [u for k, prm in self.keys if (u := self.store.get(k, prm)) is not None]
-        return {"steps": self.steps, "step_ms": {f"{e}@{n}": 1000 * t for (e, n), t in
-                                                 self.step_time.items()},
+        return {"steps": self.steps,
+                "step_ms": {f"{e}@{n}x{k}": 1000 * t for (e, n, k), t in
+                            self.step_time.items()},
+                "vmap": self.vmap_ok, "first_seeds": self.first,
                 "skipped": self.skipped, "far_targets": self.far_share(), "units": units}
 
     def far_share(self) -> dict:

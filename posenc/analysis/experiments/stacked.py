@@ -189,3 +189,37 @@ def set_rope(stack: Stack, rope_parameters: dict | None) -> None:
     stack.template.set_rope(rope_parameters)
     if stack.template.rope is not None:
         stack.template.rope.to(next(iter(stack.params.values())).device)
+
+
+def vmap_agrees(stack: Stack, split: Split, *, batch: int, length: int | None = None,
+                bf16: bool = False, rtol: float | None = None) -> tuple[bool, str]:
+    """Check on one batch that the vmapped step gives each seed the loss and gradient of
+    the per-seed loop (a missing or wrong batching rule on some device is found here,
+    before it costs a run).  Returns ``(agrees, reason)``; an error counts as disagreement.
+    """
+    template = stack.template
+    length = length or template.cfg.train_length
+    dev = next(iter(stack.params.values())).device
+    rngs = [np.random.default_rng(10_000 + s) for s in stack.seeds]
+    windows = torch.from_numpy(np.stack([lm_batch(split, batch, length, r)
+                                         for r in rngs])).to(dev)
+    rtol = rtol if rtol is not None else (3e-2 if bf16 else 1e-4)
+    out = []
+    for use_vmap in (False, True):
+        params = {k: v.detach().clone().requires_grad_(True) for k, v in stack.params.items()}
+        fn = _per_seed(lambda p, w: _seed_loss(template, p, w), stack.n, True, use_vmap)
+        try:
+            with _autocast(str(dev), bf16):
+                losses = fn(params, windows)
+            losses.sum().backward()
+        except Exception as e:  # noqa: BLE001 - any failure means: do not use vmap here
+            return False, f"{type(e).__name__}: {str(e)[:300]}"
+        norms = torch.stack([p.grad.float().pow(2).reshape(stack.n, -1).sum(1)
+                             for p in params.values() if p.grad is not None]).sum(0).sqrt()
+        out.append((losses.detach().float().cpu(), norms.cpu()))
+    (l0, g0), (l1, g1) = out
+    if not torch.allclose(l0, l1, rtol=rtol, atol=0.0):
+        return False, f"losses differ: loop {l0.tolist()}, vmap {l1.tolist()}"
+    if not torch.allclose(g0, g1, rtol=10 * rtol, atol=1e-6):
+        return False, f"gradient norms differ: loop {g0.tolist()}, vmap {g1.tolist()}"
+    return True, "agrees"
