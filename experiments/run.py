@@ -106,7 +106,7 @@ GPU = {
         "embed_scale": {"nope": 16.0, "learned": 1.0, "sinusoidal": 16.0, "rope": 16.0,
                         "alibi": 1.0, "t5": 1.0},
         "max_steps": 4000, "min_steps": 200,
-        "first_share": 0.5,            # priority 1 gets this share of the budget
+        "first_share": 0.55,           # priority 1 gets this share of the budget
         # priority 3: reference models trained at longer lengths, the same bytes per step
         "references": [["rope", 2048], ["alibi", 2048], ["rope", 8192], ["alibi", 8192]],
         "bf16": True,
@@ -568,6 +568,7 @@ class GpuPlan:
         self.vmap_ok: dict[str, bool] = {}
         self.keys: list[tuple[str, dict]] = []  # every unit of the plan, in order
         self.skipped: list[str] = []
+        self.errors: list[dict] = []
 
     # -- pieces ----------------------------------------------------------------------------
 
@@ -634,7 +635,7 @@ class GpuPlan:
             return None
         name = f"lm-{enc}-L{length}-s{','.join(map(str, seeds))}"
         t_step = self.measure(enc, length, seeds)
-        if not self._fits(name, steps * t_step + self.eval_time * length / self.L + 1.0):
+        if not self._fits(name, steps * t_step + self.eval_time + 1.0):
             return None
         cfg = self.cfg(enc, length)
         stack = self.S.build(cfg, seeds, self.device)
@@ -657,7 +658,7 @@ class GpuPlan:
         valid = self.S.eval_lm(stack, self.corpus.valid, self.valid_chunks, [self.L],
                                bucket=self.config["lm"]["bucket"], **kw)
         eval_s = time.perf_counter() - t0
-        self.eval_time = max(self.eval_time, eval_s * self.L / length)
+        self.eval_time = max(self.eval_time, eval_s)
         for i, (key, params) in enumerate(keys):
             self.store.put(key, params, {
                 "encoding": enc, "seed": seeds[i], "train_length": length, "steps": steps,
@@ -757,16 +758,31 @@ class GpuPlan:
                  f"{self.budget.left():.0f} s left")
         rope_stack = None
         for enc in ENCODINGS:
-            stack = self.lm_group(enc, self.L, first, steps)
+            stack = self.guard(f"lm-{enc}", self.lm_group, enc, self.L, first, steps)
             if enc == "rope":
                 rope_stack = stack
-        self.scaling(rope_stack, first, steps)
+        self.guard("scaling", self.scaling, rope_stack, first, steps)
         rope_stack = None
         for enc, length in p["references"]:
-            self.lm_group(enc, int(length), first, steps)
+            self.guard(f"lm-{enc}-L{length}", self.lm_group, enc, int(length), first, steps)
         if more:
             for enc in ENCODINGS:
-                self.lm_group(enc, self.L, more, steps)
+                self.guard(f"lm-{enc}-more", self.lm_group, enc, self.L, more, steps)
+
+    def guard(self, name: str, fn, *args):
+        """Run one group; an error (out of memory included) is logged and recorded, and the
+        plan goes on with the next group, so one failure does not cost the call."""
+        try:
+            return fn(*args)
+        except Exception as e:  # noqa: BLE001 - one shot on the device: keep going
+            import traceback
+
+            self.errors.append({"group": name, "error": f"{type(e).__name__}: {e}"[:2000],
+                                "traceback": traceback.format_exc()[-4000:]})
+            self.log(f"  {name} failed: {type(e).__name__}: {str(e)[:500]}")
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            return None
 
     def results(self) -> dict:
         """Every unit of the plan that is stored (finished in this call or an earlier one)."""
@@ -775,7 +791,8 @@ class GpuPlan:
                 "step_ms": {f"{e}@{n}x{k}": 1000 * t for (e, n, k), t in
                             self.step_time.items()},
                 "vmap": self.vmap_ok, "first_seeds": self.first,
-                "skipped": self.skipped, "far_targets": self.far_share(), "units": units}
+                "skipped": self.skipped, "errors": self.errors,
+                "far_targets": self.far_share(), "units": units}
 
     def far_share(self) -> dict:
         m = np.stack([self.far[e - self.chunks.target:e] for e in self.chunks.ends])
@@ -828,6 +845,8 @@ def gpu_markdown(results: dict) -> str:
                 row = [cell([(u["test"].get(str(n)) or {}).get(metric) for u in us])
                        for n in lengths]
                 lines.append(f"| {kind} | {mode} | {metric} | " + " | ".join(row) + " |")
+    for err in results.get("errors", []):
+        lines += ["", f"Failed: {err['group']}: {err['error'][:300]}"]
     if results["skipped"]:
         lines += ["", "Not run (the budget did not fit them): "
                   + ", ".join(results["skipped"]) + "."]

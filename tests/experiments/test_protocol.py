@@ -389,3 +389,34 @@ def test_paired_t_pvalue_and_bootstrap():
         stats.bootstrap([[1.0, 2.0]])
     with pytest.raises(ValueError, match="n_boot must be an integer >= 100"):
         stats.bootstrap(null, n_boot=10)
+
+
+def test_vmap_check_catches_mixed_seeds_and_errors(corpus, monkeypatch):
+    stack = S.build(_tiny("t5"), [0, 1], "cpu")
+    real = S._per_seed
+
+    def mixed(fn, n, batched, use_vmap):
+        if not use_vmap:
+            return real(fn, n, batched, False)
+        # a wrong batching rule: every seed gets the next seed's T5 bias
+        def wrong(params, x):
+            p = dict(params)
+            key = "t5.relative_attention_bias.weight"
+            p[key] = p[key].roll(1, 0)
+            return real(fn, n, batched, True)(p, x)
+        return wrong
+
+    monkeypatch.setattr(S, "_per_seed", mixed)
+    ok, why = S.vmap_agrees(stack, corpus.train, batch=2)
+    assert not ok and "losses differ" in why
+
+    def broken(fn, n, batched, use_vmap):
+        if not use_vmap:
+            return real(fn, n, batched, False)
+        def fail(params, x):
+            raise RuntimeError("no batching rule")
+        return fail
+
+    monkeypatch.setattr(S, "_per_seed", broken)
+    ok, why = S.vmap_agrees(stack, corpus.train, batch=2)
+    assert not ok and why == "RuntimeError: no batching rule"

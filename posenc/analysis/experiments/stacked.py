@@ -204,9 +204,14 @@ def vmap_agrees(stack: Stack, split: Split, *, batch: int, length: int | None = 
     windows = torch.from_numpy(np.stack([lm_batch(split, batch, length, r)
                                          for r in rngs])).to(dev)
     rtol = rtol if rtol is not None else (3e-2 if bf16 else 1e-4)
+    # weights far from the initial ones, different for every seed, so that a rule that
+    # mixed the seeds' parameters (the T5 bias starts near zero) would show in the loss
+    gen = torch.Generator(device=dev).manual_seed(0)
+    noisy = {k: v.detach() + 0.3 * torch.randn(v.shape, generator=gen, device=dev)
+             for k, v in stack.params.items()}
     out = []
     for use_vmap in (False, True):
-        params = {k: v.detach().clone().requires_grad_(True) for k, v in stack.params.items()}
+        params = {k: v.clone().requires_grad_(True) for k, v in noisy.items()}
         fn = _per_seed(lambda p, w: _seed_loss(template, p, w), stack.n, True, use_vmap)
         try:
             with _autocast(str(dev), bf16):
