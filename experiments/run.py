@@ -44,7 +44,6 @@ import datetime as _dt
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -61,7 +60,7 @@ from posenc.analysis.experiments import corpus as C  # noqa: E402
 from posenc.analysis.experiments import stats  # noqa: E402
 from posenc.analysis.experiments import train as T  # noqa: E402
 from posenc.analysis.experiments.models import ENCODINGS, ModelConfig, TinyDecoder  # noqa: E402
-from posenc.analysis.experiments.units import UnitStore, code_hash  # noqa: E402
+from posenc.analysis.experiments.units import UnitStore, code_hash, git_commit  # noqa: E402
 
 SCHEMA = 2
 
@@ -175,13 +174,6 @@ def matched_kinds(types) -> list[str]:
 
 
 def provenance(threads: int, device: str) -> dict:
-    def git(*args):
-        try:
-            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
-                                  check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            return None
-
     cpu = platform.processor()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -190,9 +182,10 @@ def provenance(threads: int, device: str) -> dict:
                 break
     except OSError:
         pass
+    commit, dirty = git_commit()
     return {
-        "commit": git("rev-parse", "HEAD"),
-        "dirty": bool(git("status", "--porcelain", "--", "posenc", "experiments/run.py")),
+        "commit": commit,
+        "dirty": dirty,
         "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": {"cpu": cpu, "cores": os.cpu_count(), "threads": threads, "device": device,
                     "gpu": torch.cuda.get_device_name(0) if device.startswith("cuda") else None,

@@ -51,7 +51,10 @@ def code_hash(root: Path = ROOT) -> str:
 
 
 def git_commit(root: Path = ROOT) -> tuple[str | None, bool | None]:
-    """``(commit, dirty)`` of the working tree (``None`` where there is no git)."""
+    """``(commit, dirty)`` of the working tree.  Where there is no git (a tree copied to
+    another machine without its history), the commit is ``$POSENC_COMMIT`` if set (the
+    command that sends the tree names it) and ``None`` otherwise; ``dirty`` is then
+    ``None`` (unknown): the code hash still identifies the code exactly."""
     def git(*args):
         try:
             return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
@@ -60,7 +63,10 @@ def git_commit(root: Path = ROOT) -> tuple[str | None, bool | None]:
             return None
 
     commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--", "posenc", "experiments")
+    if commit is None:
+        return os.environ.get("POSENC_COMMIT") or None, None
+    # the package (the model code lives there too) and the scripts, not the results
+    status = git("status", "--porcelain", "--", "posenc", ":(glob)experiments/*.py")
     return commit, (None if status is None else bool(status))
 
 
