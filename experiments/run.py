@@ -2,15 +2,27 @@
 
     python experiments/run.py                  the full CPU run -> experiments/results.{json,md}
     python experiments/run.py --quick          a tiny version (about a minute): checks the harness
-    python experiments/run.py --tier gpu --device cuda   a larger model, lengths to 8192
     python experiments/run.py --quick --out DIR          write the results somewhere else
+    python experiments/run.py --save-corpus experiments/.corpus/sympy.npz
+                                               the prepared corpus as one file (3.5 MiB)
+    python experiments/run.py --tier gpu --device cuda --corpus-file FILE --out DIR \
+        --time-budget SECONDS                  the GPU tier, one budgeted call (GpuPlan)
 
 ``nox -s experiments`` runs the full CPU tier (about 106 minutes of single-thread compute on
 the 2-core machine; with ``--tasks copy`` and ``--tasks passkey`` in two processes after
-the rest, about 80 minutes of wall time); the results record the commit, the machine, the library versions, every seed and
-the corpus hashes.  Finished units of work are kept in ``experiments/.cache/`` (keyed on
-the configuration), so an interrupted run resumes where it stopped.  The code that trains
-and evaluates is :mod:`posenc.analysis.experiments`, the same code the chapter runs live.
+the rest, about 80 minutes of wall time); the results record the commit, the code hash, the
+machine, the library versions, every seed and the corpus hashes.  Every finished unit of
+work is a file of its own under ``experiments/units/<tier>/`` (``--units``), keyed on the
+configuration sections it depends on *and* on a hash of the code
+(:mod:`posenc.analysis.experiments.units`), with the commit that produced it: commit them,
+and a later run, here or on another machine, resumes instead of training again, while a
+code change can never silently reuse a stale unit.  Model weights that later units need
+stay in ``experiments/.cache/`` (retrained where missing).  The code that trains and
+evaluates is :mod:`posenc.analysis.experiments`, the same code the chapter runs live.
+
+The GPU tier (``--tier gpu``) is sized for one call on a lent accelerator: see
+:class:`GpuPlan` (priorities, seeds stacked with vmap, bfloat16 autocast, steps sized to
+``--time-budget``, each unit appended to ``<out>/units.jsonl`` the moment it ends).
 
 The protocol (the full tier; ``--quick`` shrinks every number):
 
@@ -25,7 +37,13 @@ The protocol (the full tier; ``--quick`` shrinks every number):
   over all positions of each window and the loss per block of positions.
 * **RoPE scaling applied without training**: PI, static NTK (base times s^(d/(d-2))), YaRN
   and Llama 3.1 with one factor s for every length (as a deployed configuration is), and
-  dynamic NTK with factor 1 (transformers' meaning: the base grows with the length read).
+  dynamic NTK with factor 1 (transformers' meaning: the base grows with the length read);
+  and each of PI, NTK, YaRN and Llama 3.1 again with the factor matched to the length,
+  s = n / L at each evaluation length n (``scaling_matched``; YaRN so applied is Peng et
+  al.'s dynamic YaRN, NTK so applied equals dynamic NTK).
+* **Targets where context pays**: every evaluation also reports the loss on the
+  far-identifier bytes (:func:`posenc.analysis.experiments.corpus.far_identifier_mask`,
+  a rule fixed before any result) and the loss of each chunk, for intervals over the text.
 * **Fine-tuning at 4x the length**, the same steps with position interpolation and without
   it (the control).
 * **Budget**: RoPE and ALiBi trained for fewer and more steps (seed 0), to show whether the
@@ -627,6 +645,8 @@ class GpuPlan:
         if all(self.store.get(k, p) is not None for k, p in keys) and not keep:
             return None
         name = f"lm-{enc}-L{length}-s{','.join(map(str, seeds))}"
+        if not self._fits(name, steps * min(self.step_time.values(), default=0.0)):
+            return None  # no time left even at the fastest step measured: do not measure
         t_step = self.measure(enc, length, seeds)
         if not self._fits(name, steps * t_step + self.eval_time + 1.0):
             return None
