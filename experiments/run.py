@@ -161,6 +161,25 @@ GPUQUICK = {
 }
 TIERS = {"cpu": CPU, "gpu": GPU, "quick": QUICK, "gpuquick": GPUQUICK}
 
+# Defined, not yet run (issue 31): the joint tuning grid and the budget study.  The grid is
+# log-spaced in both the learning rate and the embedding scale, and is extended by one
+# point past any edge where an encoding's optimum lands, until the optimum is inside.  50
+# is the scale at which this model's N(0, 0.02^2) token embeddings match fairseq's
+# N(0, 1/d) initialisation times sqrt(d) (entries of variance 1): 1 / 0.02, for any d.
+TUNING_GRID = {
+    "cpu": {"lrs": [1e-3, 3e-3, 1e-2, 3e-2], "embed_scales": [1.0, 4.0, 16.0, 50.0],
+            "seeds": [0], "extend_at_edge": True},
+    "gpu": {"lrs": [3e-4, 1e-3, 3e-3, 1e-2], "embed_scales": [1.0, 4.0, 16.0, 50.0],
+            "seeds": [0], "extend_at_edge": True},
+}
+BUDGET_STUDY = {
+    "cpu": {"encodings": list(ENCODINGS), "seeds": [0, 1, 2], "multipliers": [0.5, 2.0]},
+    "gpu": {"encodings": list(ENCODINGS), "seeds": [0, 1, 2], "multipliers": [0.5, 2.0]},
+}
+for _tier in ("cpu", "gpu"):
+    TIERS[_tier]["tuning_grid"] = TUNING_GRID[_tier]
+    TIERS[_tier]["budget_study"] = BUDGET_STUDY[_tier]
+
 
 def scaling_parameters(kind: str, s: float, L: int, head_dim: int, base: float) -> dict:
     """``rope_parameters`` of each zero-shot scaling arm for factor ``s`` over length ``L``.
@@ -580,6 +599,7 @@ class GpuPlan:
         self.keys: list[tuple[str, dict]] = []  # every unit of the plan, in order
         self.skipped: list[str] = []
         self.errors: list[dict] = []
+        self.after_group = None
 
     # -- pieces ----------------------------------------------------------------------------
 
@@ -796,6 +816,9 @@ class GpuPlan:
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
             return None
+        finally:
+            if self.after_group is not None:
+                self.after_group()  # the assembled results, current after every group
 
     def results(self) -> dict:
         """Every unit of the plan that is stored (finished in this call or an earlier one)."""
@@ -893,6 +916,18 @@ def run_gpu(config: dict, args, corpus: C.Corpus, tier: str) -> int:
         (out / "results.json").write_text(json.dumps(results) + "\n")
         (out / "results.md").write_text(gpu_markdown(results))
 
+    if args.assemble_only:
+        # every unit the store holds (this code's or not), assembled without training
+        units = sorted(store.units.values(), key=lambda u: u["key"])
+        steps = sorted({u["steps"] for u in units if "steps" in u})
+        plan.results = lambda: {  # type: ignore[method-assign]
+            "steps": steps[0] if len(steps) == 1 else steps, "step_ms": {}, "vmap": {},
+            "first_seeds": None, "skipped": [], "errors": [],
+            "far_targets": plan.far_share(), "units": units}
+        write()
+        print(f"assembled {len(units)} units into {out / 'results.json'}")
+        return 0
+    plan.after_group = write
     try:
         plan.run()
     finally:
@@ -983,6 +1018,9 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=None,
                     help="gpu tier: steps of every language model (default: sized to the "
                          "budget from measured step times)")
+    ap.add_argument("--assemble-only", action="store_true",
+                    help="gpu tier: write results.json and results.md from the stored units "
+                         "(--resume-from folders and <out>) without training")
     ap.add_argument("--no-vmap", action="store_true",
                     help="gpu tier: loop over the stacked seeds instead of vmap")
     args = ap.parse_args(argv)

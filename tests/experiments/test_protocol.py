@@ -298,6 +298,12 @@ def test_gpu_plan_trains_in_priority_order_writes_units_and_resumes(corpus, tmp_
     again = json.loads((tmp_path / "again" / "results.json").read_text())
     assert [u["key"] for u in again["units"]] == [u["key"] for u in r["units"]]
     assert not (tmp_path / "again" / "units.jsonl").exists()
+    # the files a call brings back assemble again without the plan or any training
+    proc = _gpuquick(tmp_path / "asm", "--corpus-file", str(corpus_file), "--assemble-only",
+                     "--resume-from", str(committed))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    asm = json.loads((tmp_path / "asm" / "results.json").read_text())
+    assert sorted(u["key"] for u in asm["units"]) == sorted(keys) and asm["steps"] == 3
 
 
 def test_gpu_plan_skips_units_that_do_not_fit_the_budget(tmp_path):
