@@ -684,12 +684,10 @@ class GpuPlan:
         train_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         lengths = [n for n in self.lengths if n >= length]
-        kw = dict(bf16=self.bf16, use_vmap=self.vmap_for(enc))
-        test = self.S.eval_lm(stack, self.corpus.test, self.chunks, lengths,
-                              bucket=self.config["lm"]["bucket"], far=self.far, **kw)
+        test = self.evaluate(enc, stack, self.corpus.test, self.chunks, lengths, self.far)
         # validation (for tuning) at the training length of the main models
-        valid = self.S.eval_lm(stack, self.corpus.valid, self.valid_chunks, [self.L],
-                               bucket=self.config["lm"]["bucket"], **kw)
+        valid = self.evaluate(enc, stack, self.corpus.valid, self.valid_chunks, [self.L],
+                              None)
         eval_s = time.perf_counter() - t0
         self.eval_time = max(self.eval_time, eval_s)
         for i, (key, params) in enumerate(keys):
@@ -704,6 +702,20 @@ class GpuPlan:
                  + ", ".join(f"{t[length]['target']:.3f}" for t in test))
         return stack
 
+    def evaluate(self, enc: str, stack, split, chunks, lengths, far) -> list[dict]:
+        """The stack's losses; under vmap where the training check passed, and if vmap
+        fails at some length (another attention kernel may serve long inputs), again with
+        the per-seed loop."""
+        kw = dict(bucket=self.config["lm"]["bucket"], far=far, bf16=self.bf16)
+        if self.vmap_for(enc):
+            try:
+                return self.S.eval_lm(stack, split, chunks, lengths, use_vmap=True, **kw)
+            except (RuntimeError, ValueError) as e:
+                self.log(f"  {enc}: evaluation under vmap failed ({str(e)[:300]}); looping")
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+        return self.S.eval_lm(stack, split, chunks, lengths, use_vmap=False, **kw)
+
     def scaling_arms(self) -> list[tuple[str, str]]:
         types = self.config["scaling"]["types"]
         return ([(k, "fixed") for k in types]
@@ -711,7 +723,7 @@ class GpuPlan:
 
     def scaling(self, stack, seeds, steps: int) -> None:
         """Priority 2: every scaling rule on the RoPE models, fixed and matched factors."""
-        sc, lm = self.config["scaling"], self.config["lm"]
+        sc = self.config["scaling"]
         cfg = self.cfg("rope")
         head = cfg.d_model // cfg.n_heads
         base_params = self.lm_params("rope", self.L, 0, steps)
@@ -738,8 +750,8 @@ class GpuPlan:
                 params = scaling_parameters(kind, s_n, self.L, head, cfg.rope_base)
                 used[str(n)] = params
                 self.S.set_rope(stack, params)
-                res = self.S.eval_lm(stack, self.corpus.test, self.chunks, [n],
-                                     bucket=lm["bucket"], far=self.far, bf16=self.bf16)
+                res = self.evaluate("rope", stack, self.corpus.test, self.chunks, [n],
+                                    self.far)
                 for i in range(len(seeds)):
                     test[i].update(res[i])
             self.S.set_rope(stack, None)

@@ -426,3 +426,25 @@ def test_vmap_check_catches_mixed_seeds_and_errors(corpus, monkeypatch):
     monkeypatch.setattr(S, "_per_seed", broken)
     ok, why = S.vmap_agrees(stack, corpus.train, batch=2)
     assert not ok and why == "RuntimeError: no batching rule"
+
+
+def test_gpu_plan_evaluation_falls_back_to_the_loop(corpus, monkeypatch):
+    sys.path.insert(0, str(ROOT))
+    from experiments.run import TIERS, GpuPlan
+
+    logs = []
+    plan = GpuPlan(TIERS["gpuquick"], corpus, U.UnitStore(Path("/nonexistent-dir-for-test")),
+                   device="cpu", budget=U.Budget(None), steps=2, log=logs.append)
+    stack = S.build(plan.cfg("alibi"), [0, 1])
+    want = S.eval_lm(stack, corpus.test, plan.chunks, [64], bucket=32, use_vmap=False)
+    real = S.eval_lm
+
+    def no_vmap_at_long_inputs(*args, use_vmap=True, **kw):
+        if use_vmap:
+            raise RuntimeError("no kernel for this mask under vmap")
+        return real(*args, use_vmap=use_vmap, **kw)
+
+    monkeypatch.setattr(S, "eval_lm", no_vmap_at_long_inputs)
+    got = plan.evaluate("alibi", stack, corpus.test, plan.chunks, [64], None)
+    assert [g[64]["target"] for g in got] == [w[64]["target"] for w in want]
+    assert any("looping" in line for line in logs) and plan.vmap_ok["alibi"]
