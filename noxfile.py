@@ -137,9 +137,13 @@ def experiments(session: nox.Session) -> None:
 
     ``nox -s experiments`` runs the CPU tier (about 106 minutes of one-thread compute on the
     2-core machine, 80 of wall time if ``-- --tasks copy`` and ``-- --tasks passkey`` then
-    run side by side; finished units are cached in experiments/.cache, so an interrupted run
-    resumes); ``nox -s experiments -- --quick`` checks the harness in about a minute;
-    ``nox -s experiments -- --tier gpu --device cuda`` runs the larger GPU tier.
+    run side by side); every finished unit is a file under experiments/units/<tier>, keyed
+    on its configuration and a hash of the code and recording its commit, so an interrupted
+    run, or a run on another machine from the committed files, resumes instead of training
+    again.  ``nox -s experiments -- --quick`` checks the harness in about a minute;
+    ``nox -s experiments -- --tier gpu --device cuda --time-budget SECONDS`` runs the GPU
+    tier as one budgeted call (``--corpus-file`` reads a corpus prepared with
+    ``--save-corpus``, for a machine whose SymPy differs or is absent).
     """
     _install(session, "requirements/experiments.txt")
     session.run("python", "experiments/run.py", *session.posargs)

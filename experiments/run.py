@@ -2,15 +2,27 @@
 
     python experiments/run.py                  the full CPU run -> experiments/results.{json,md}
     python experiments/run.py --quick          a tiny version (about a minute): checks the harness
-    python experiments/run.py --tier gpu --device cuda   a larger model, lengths to 8192
     python experiments/run.py --quick --out DIR          write the results somewhere else
+    python experiments/run.py --save-corpus experiments/.corpus/sympy.npz
+                                               the prepared corpus as one file (3.5 MiB)
+    python experiments/run.py --tier gpu --device cuda --corpus-file FILE --out DIR \
+        --time-budget SECONDS                  the GPU tier, one budgeted call (GpuPlan)
 
 ``nox -s experiments`` runs the full CPU tier (about 106 minutes of single-thread compute on
 the 2-core machine; with ``--tasks copy`` and ``--tasks passkey`` in two processes after
-the rest, about 80 minutes of wall time); the results record the commit, the machine, the library versions, every seed and
-the corpus hashes.  Finished units of work are kept in ``experiments/.cache/`` (keyed on
-the configuration), so an interrupted run resumes where it stopped.  The code that trains
-and evaluates is :mod:`posenc.analysis.experiments`, the same code the chapter runs live.
+the rest, about 80 minutes of wall time); the results record the commit, the code hash, the
+machine, the library versions, every seed and the corpus hashes.  Every finished unit of
+work is a file of its own under ``experiments/units/<tier>/`` (``--units``), keyed on the
+configuration sections it depends on *and* on a hash of the code
+(:mod:`posenc.analysis.experiments.units`), with the commit that produced it: commit them,
+and a later run, here or on another machine, resumes instead of training again, while a
+code change can never silently reuse a stale unit.  Model weights that later units need
+stay in ``experiments/.cache/`` (retrained where missing).  The code that trains and
+evaluates is :mod:`posenc.analysis.experiments`, the same code the chapter runs live.
+
+The GPU tier (``--tier gpu``) is sized for one call on a lent accelerator: see
+:class:`GpuPlan` (priorities, seeds stacked with vmap, bfloat16 autocast, steps sized to
+``--time-budget``, each unit appended to ``<out>/units.jsonl`` the moment it ends).
 
 The protocol (the full tier; ``--quick`` shrinks every number):
 
@@ -25,7 +37,13 @@ The protocol (the full tier; ``--quick`` shrinks every number):
   over all positions of each window and the loss per block of positions.
 * **RoPE scaling applied without training**: PI, static NTK (base times s^(d/(d-2))), YaRN
   and Llama 3.1 with one factor s for every length (as a deployed configuration is), and
-  dynamic NTK with factor 1 (transformers' meaning: the base grows with the length read).
+  dynamic NTK with factor 1 (transformers' meaning: the base grows with the length read);
+  and each of PI, NTK, YaRN and Llama 3.1 again with the factor matched to the length,
+  s = n / L at each evaluation length n (``scaling_matched``; YaRN so applied is Peng et
+  al.'s dynamic YaRN, NTK so applied equals dynamic NTK).
+* **Targets where context pays**: every evaluation also reports the loss on the
+  far-identifier bytes (:func:`posenc.analysis.experiments.corpus.far_identifier_mask`,
+  a rule fixed before any result) and the loss of each chunk, for intervals over the text.
 * **Fine-tuning at 4x the length**, the same steps with position interpolation and without
   it (the control).
 * **Budget**: RoPE and ALiBi trained for fewer and more steps (seed 0), to show whether the
@@ -41,15 +59,14 @@ from __future__ import annotations
 import argparse
 import copy
 import datetime as _dt
-import hashlib
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+_START = time.perf_counter()
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -61,6 +78,7 @@ from posenc.analysis.experiments import corpus as C  # noqa: E402
 from posenc.analysis.experiments import stats  # noqa: E402
 from posenc.analysis.experiments import train as T  # noqa: E402
 from posenc.analysis.experiments.models import ENCODINGS, ModelConfig, TinyDecoder  # noqa: E402
+from posenc.analysis.experiments.units import UnitStore, code_hash, git_commit  # noqa: E402
 
 SCHEMA = 2
 
@@ -82,10 +100,11 @@ CPU = {
 }
 GPU = {
     "seeds": [0, 1, 2, 3, 4],
-    "model": {"d_model": 256, "n_heads": 8, "n_layers": 6},
+    # 5.6M parameters (7 blocks of 12 d^2 plus the byte embeddings): the issue's floor is 5M
+    "model": {"d_model": 256, "n_heads": 8, "n_layers": 7},
     "lm": {"train_length": 512, "steps": 4000, "batch": 32, "lrs": [3e-4, 1e-3, 3e-3],
            "embed_scales": [1.0, 16.0], "eval_factors": [1, 2, 4, 8, 16], "n_chunks": 128,
-           "target": 256, "bucket": 512, "valid_chunks": 256},
+           "target": 256, "bucket": 512, "valid_chunks": 128},
     "lm_edge": {"lrs": [1e-2]},
     "scaling": {"factor": 16, "types": ["pi", "ntk", "yarn", "llama3", "dynamic"]},
     "finetune": {"factor": 4, "steps": 500, "batch": 8, "lr": 3e-4},
@@ -95,6 +114,22 @@ GPU = {
     "passkey": {"total": [32, 512], "eval_totals": [512, 1024, 2048, 4096, 8192],
                 "depths": [0.1, 0.5, 0.9], "steps": 3000, "batch": 32, "lrs": [3e-4, 1e-3],
                 "n_eval": 64},
+    # the one-call plan (run_gpu): units in priority order inside a time budget
+    "plan": {
+        "first_seeds": [0, 1, 2],      # priority 1: every encoding, these seeds, stacked
+        "more_seeds": [3, 4],          # priority 4: the other seeds
+        "lr": 2e-3,                    # one rate for every encoding (no tuning in one call)
+        # the CPU tier's chosen embedding scales, sqrt(d) where it chose sqrt(d)
+        "embed_scale": {"nope": 16.0, "learned": 1.0, "sinusoidal": 16.0, "rope": 16.0,
+                        "alibi": 1.0, "t5": 1.0},
+        "max_steps": 4000, "min_steps": 200,
+        "first_share": 0.55,           # priority 1 gets this share of the budget
+        # priority 3: reference models trained at longer lengths, the same bytes per step
+        "references": [["rope", 2048], ["alibi", 2048], ["rope", 8192], ["alibi", 8192]],
+        "bf16": True,
+        "vmap_off": [],                # encodings that loop over seeds (vmap is also checked)
+        "merge_below": 1.3,            # stack all seeds at once if that costs < 1.3x
+    },
 }
 QUICK = {
     "seeds": [0, 1],
@@ -111,7 +146,39 @@ QUICK = {
     "passkey": {"total": [12, 16], "eval_totals": [16, 32], "depths": [0.1, 0.9], "steps": 6,
                 "batch": 4, "lrs": [1e-3, 3e-3], "n_eval": 4},
 }
-TIERS = {"cpu": CPU, "gpu": GPU, "quick": QUICK}
+# The GPU tier's plan at a tiny size, so that its code path is tested on a CPU.
+GPUQUICK = {
+    **copy.deepcopy(QUICK),
+    "model": {"d_model": 32, "n_heads": 2, "n_layers": 1},
+    "lm": {**QUICK["lm"], "eval_factors": [1, 2, 4], "n_chunks": 8, "valid_chunks": 8},
+    "scaling": {"factor": 4, "types": ["pi", "ntk", "yarn", "llama3", "dynamic"]},
+    "plan": {"first_seeds": [0, 1], "more_seeds": [2], "lr": 3e-3,
+             "embed_scale": {"nope": 4.0, "learned": 1.0, "sinusoidal": 4.0, "rope": 4.0,
+                             "alibi": 1.0, "t5": 1.0},
+             "max_steps": 8, "min_steps": 2, "first_share": 0.5,
+             "references": [["rope", 64], ["alibi", 128]], "bf16": False,
+             "vmap_off": [], "merge_below": None},
+}
+TIERS = {"cpu": CPU, "gpu": GPU, "quick": QUICK, "gpuquick": GPUQUICK}
+
+# Defined, not yet run (issue 31): the joint tuning grid and the budget study.  The grid is
+# log-spaced in both the learning rate and the embedding scale, and is extended by one
+# point past any edge where an encoding's optimum lands, until the optimum is inside.  50
+# is the scale at which this model's N(0, 0.02^2) token embeddings match fairseq's
+# N(0, 1/d) initialisation times sqrt(d) (entries of variance 1): 1 / 0.02, for any d.
+TUNING_GRID = {
+    "cpu": {"lrs": [1e-3, 3e-3, 1e-2, 3e-2], "embed_scales": [1.0, 4.0, 16.0, 50.0],
+            "seeds": [0], "extend_at_edge": True},
+    "gpu": {"lrs": [3e-4, 1e-3, 3e-3, 1e-2], "embed_scales": [1.0, 4.0, 16.0, 50.0],
+            "seeds": [0], "extend_at_edge": True},
+}
+BUDGET_STUDY = {
+    "cpu": {"encodings": list(ENCODINGS), "seeds": [0, 1, 2], "multipliers": [0.5, 2.0]},
+    "gpu": {"encodings": list(ENCODINGS), "seeds": [0, 1, 2], "multipliers": [0.5, 2.0]},
+}
+for _tier in ("cpu", "gpu"):
+    TIERS[_tier]["tuning_grid"] = TUNING_GRID[_tier]
+    TIERS[_tier]["budget_study"] = BUDGET_STUDY[_tier]
 
 
 def scaling_parameters(kind: str, s: float, L: int, head_dim: int, base: float) -> dict:
@@ -137,14 +204,13 @@ def scaling_parameters(kind: str, s: float, L: int, head_dim: int, base: float) 
     raise ValueError(f"kind must be one of pi, ntk, yarn, llama3, dynamic, got {kind!r}")
 
 
-def provenance(threads: int, device: str) -> dict:
-    def git(*args):
-        try:
-            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
-                                  check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            return None
+def matched_kinds(types) -> list[str]:
+    """The rules that take a factor (``dynamic`` reads the length itself: its matched form
+    is ``ntk``'s)."""
+    return [k for k in types if k != "dynamic"]
 
+
+def provenance(threads: int, device: str) -> dict:
     cpu = platform.processor()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -153,30 +219,48 @@ def provenance(threads: int, device: str) -> dict:
                 break
     except OSError:
         pass
-    import importlib.metadata as md
-
+    commit, dirty = git_commit()
     return {
-        "commit": git("rev-parse", "HEAD"),
-        "dirty": bool(git("status", "--porcelain", "--", "posenc", "experiments/run.py")),
+        "commit": commit,
+        "dirty": dirty,
         "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": {"cpu": cpu, "cores": os.cpu_count(), "threads": threads, "device": device,
                     "gpu": torch.cuda.get_device_name(0) if device.startswith("cuda") else None,
                     "platform": platform.platform()},
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
-                     "numpy": np.__version__, "posenc": md.version("posenc"),
-                     "sympy": md.version("sympy")},
+                     "numpy": np.__version__, "posenc": package_version("posenc"),
+                     "sympy": package_version("sympy")},
+        "code": code_hash(),
     }
 
 
-class Runner:
-    """Runs units of work once: each unit's result (and model weights, where later units
-    need them) is kept under ``cache`` keyed on the configuration."""
+def package_version(name: str) -> str | None:
+    """The installed distribution's version; where the package is importable but not
+    installed as a distribution (a copied tree on ``PYTHONPATH``), its ``__version__``."""
+    import importlib
+    import importlib.metadata as md
 
-    def __init__(self, config: dict, cache: Path, device: str, progress: bool):
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        try:
+            return str(getattr(importlib.import_module(name), "__version__", None))
+        except ImportError:
+            return None
+
+
+class Runner:
+    """Runs units of work once: each unit's result is kept in ``units`` (one JSON file per
+    unit, keyed on the configuration sections it depends on and on the code), and model
+    weights, where later units need them, under ``cache``."""
+
+    def __init__(self, config: dict, cache: Path, device: str, progress: bool,
+                 units: Path | None = None, corpus: C.Corpus | None = None):
         self.config, self.device, self.progress = config, device, progress
         self.cache = cache
         self.cache.mkdir(parents=True, exist_ok=True)
-        self.corpus = C.load_corpus()
+        self.store = UnitStore(units if units is not None else cache / "units")
+        self.corpus = corpus if corpus is not None else C.load_corpus()
         lm = config["lm"]
         self.L = lm["train_length"]
         self.lengths = [self.L * f for f in lm["eval_factors"]]
@@ -184,32 +268,35 @@ class Runner:
                                     target=lm["target"], n_chunks=lm["n_chunks"])
         self.valid_chunks = C.eval_chunks(self.corpus.valid, max_length=self.L,
                                           target=lm["target"], n_chunks=lm["valid_chunks"])
+        self.far = C.far_identifier_mask(self.corpus.test)
         self.seconds: dict[str, float] = {}  # every unit's own time, cached ones included
+        self._trainers: dict[str, object] = {}  # how to rebuild a unit's missing weights
 
-    def _digest(self, key: str) -> str:
-        """A hash of the configuration sections that unit ``key`` depends on (the model and
-        seeds always; the language-model section for every LM-derived unit; a task's own
-        section for its units), so changing one part re-runs only what depends on it."""
+    def _params(self, key: str) -> dict:
+        """The configuration sections that unit ``key`` depends on (the model and seeds
+        always; the language-model section for every LM-derived unit; a task's own section
+        for its units), so changing one part re-runs only what depends on it.  The unit
+        store adds the code hash."""
         stage = key.split("-")[0].replace("grid", "")
         sections = ["seeds", "model"]
         # a task depends on the language model too: it takes the LM's tuned embedding scale
         sections += [stage, "lm"] if stage in ("copy", "passkey") else ["lm"]
-        if stage in ("scale", "finetune", "budget", "lmedge"):
-            sections.append({"scale": "scaling", "lmedge": "lm_edge"}.get(stage, stage))
-        blob = json.dumps({k: self.config[k] for k in sections}, sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:10]
+        if stage in ("scale", "scalematched", "finetune", "budget", "lmedge"):
+            sections.append({"scale": "scaling", "scalematched": "scaling",
+                             "lmedge": "lm_edge"}.get(stage, stage))
+        return {"unit": key, **{k: self.config[k] for k in sections}}
+
+    def _digest(self, key: str) -> str:
+        return self.store.digest(self._params(key))
 
     def unit(self, key: str, fn):
-        path = self.cache / f"{key}-{self._digest(key)}.json"
-        if path.exists():
-            out = json.loads(path.read_text())
-        else:
+        params = self._params(key)
+        out = self.store.get(key, params)
+        if out is None:
             t0 = time.perf_counter()
-            out = fn()
-            out["seconds"] = time.perf_counter() - t0
-            text = json.dumps(out)
-            path.write_text(text)
-            out = json.loads(text)  # the same form (string keys) fresh or cached
+            res = fn()
+            res["seconds"] = time.perf_counter() - t0
+            out = self.store.put(key, params, res)
             print(f"  {key}: {out['seconds']:.0f} s", flush=True)
         self.seconds[key] = out["seconds"]
         return out
@@ -218,6 +305,8 @@ class Runner:
         return self.cache / f"{key}-{self._digest(key)}.pt"
 
     def load(self, cfg: ModelConfig, key: str) -> TinyDecoder:
+        if not self.model_path(key).exists():  # the unit is stored, its weights are not
+            self._trainers[key]()
         model = TinyDecoder(cfg).to(self.device)
         model.load_state_dict(torch.load(self.model_path(key), map_location=self.device))
         model.eval()
@@ -243,6 +332,7 @@ class Runner:
             return {"key": key, "encoding": cfg.encoding, "seed": seed, "lr": lr,
                     "embed_scale": cfg.embed_scale, "steps": steps, "losses": res.losses,
                     "train_seconds": res.seconds, "valid": valid["target"]}
+        self._trainers[key] = fn
         return self.unit(key, fn)
 
     def lm_test(self, run: dict) -> dict:
@@ -253,7 +343,7 @@ class Runner:
         def fn():
             model = self.load(cfg, run["key"])
             return {"test": T.eval_lm(model, self.corpus.test, self.chunks, self.lengths,
-                                      bucket=lm["bucket"])}
+                                      bucket=lm["bucket"], far=self.far)}
         return {**run, "test": self.unit(f"test-{run['key']}", fn)["test"]}
 
     def lm(self) -> dict:
@@ -316,6 +406,35 @@ class Runner:
                             "test": T.eval_lm(model, self.corpus.test, self.chunks,
                                               self.lengths, bucket=lm["bucket"])}
                 out.append(self.unit(f"scale-{kind}-s{seed}", fn))
+        return out
+
+    def scaling_matched(self, chosen: dict) -> list:
+        """Every rule with its factor matched to the length read: ``s = n / L`` at each
+        evaluation length ``n > L`` (YaRN so applied is Peng et al.'s dynamic YaRN; NTK so
+        applied equals transformers' dynamic NTK, the ``dynamic`` arm of
+        :meth:`scaling`)."""
+        sc, lm = self.config["scaling"], self.config["lm"]
+        setting = chosen["rope"]
+        cfg = self.cfg("rope", setting["embed_scale"])
+        head = cfg.d_model // cfg.n_heads
+        out = []
+        for seed in self.config["seeds"]:
+            key = self.lm_key("rope", seed, setting)
+            for kind in matched_kinds(sc["types"]):
+                def fn(kind=kind, key=key, seed=seed):
+                    model = self.load(cfg, key)
+                    test, params = {}, {}
+                    for n in self.lengths:
+                        if n <= self.L:
+                            continue
+                        p = scaling_parameters(kind, n / self.L, self.L, head, cfg.rope_base)
+                        model.set_rope(p)
+                        params[str(n)] = p
+                        test.update(T.eval_lm(model, self.corpus.test, self.chunks, [n],
+                                              bucket=lm["bucket"], far=self.far))
+                    return {"kind": kind, "seed": seed, "factor": "n/L",
+                            "rope_parameters": params, "test": test}
+                out.append(self.unit(f"scalematched-{kind}-s{seed}", fn))
         return out
 
     def finetune(self, chosen: dict) -> list:
@@ -404,8 +523,8 @@ STAGES = ("copy", "passkey")
 
 
 def run(config: dict, *, cache: Path, device: str, progress: bool,
-        stages=STAGES) -> dict:
-    r = Runner(config, cache, device, progress)
+        stages=STAGES, units: Path | None = None, corpus: C.Corpus | None = None) -> dict:
+    r = Runner(config, cache, device, progress, units=units, corpus=corpus)
     lm = r.lm()
     body = {
         "corpus": r.corpus.provenance(),
@@ -414,6 +533,7 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
                    "target_bytes": int(r.chunks.ends.size * r.chunks.target)},
         "lm": lm,
         "scaling": r.scaling(lm["chosen"]),
+        "scaling_matched": r.scaling_matched(lm["chosen"]),
         "finetune": r.finetune(lm["chosen"]),
         "budget": r.budget(lm["chosen"]),
         "copy": r.task("copy", lm["chosen"]) if "copy" in stages else None,
@@ -427,6 +547,406 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
     body["stage_seconds"] = stages
     body["unit_seconds"] = sum(r.seconds.values())
     return body
+
+
+# -- the GPU tier: one device call, units in priority order inside a time budget -------------
+
+class GpuPlan:
+    """The protocol for one call on a lent accelerator (``--tier gpu``).
+
+    Units run in priority order, each configuration's seeds trained together
+    (:mod:`posenc.analysis.experiments.stacked`), and every finished unit is appended to
+    the unit store at once, so a call cut short keeps all it finished.  A unit is started
+    only when its estimated time (steps times the measured step time, plus its
+    evaluation) fits what is left of the budget, and training stops at the budget's
+    deadline (the unit is then dropped, never kept half-trained).
+
+    1. every encoding's language model at the training length, ``first_seeds``;
+    2. RoPE scaling applied to those models without training: every rule with one factor
+       for all lengths (``fixed``) and with ``s = n / L`` per length (``matched``);
+    3. reference models trained at longer lengths (the same bytes per step), to measure
+       what longer context is worth on these targets;
+    4. the other seeds of every encoding.
+
+    The steps of every language model are the same: ``--steps``, or, with a budget and no
+    ``--steps``, as many (a multiple of 50 in ``[min_steps, max_steps]``) as let priority 1
+    take ``first_share`` of the budget at the step times measured at the start.
+    """
+
+    def __init__(self, config: dict, corpus: C.Corpus, store: UnitStore, *, device: str,
+                 budget, steps: int | None, log=print, use_vmap: bool = True):
+        from posenc.analysis.experiments import stacked as S
+
+        self.S = S
+        self.config, self.corpus, self.store, self.device = config, corpus, store, device
+        self.budget, self.log = budget, log
+        self.plan = config["plan"]
+        lm = config["lm"]
+        self.L = lm["train_length"]
+        self.lengths = [self.L * f for f in lm["eval_factors"]]
+        self.chunks = C.eval_chunks(corpus.test, max_length=max(self.lengths),
+                                    target=lm["target"], n_chunks=lm["n_chunks"])
+        self.valid_chunks = C.eval_chunks(corpus.valid, max_length=self.L,
+                                          target=lm["target"], n_chunks=lm["valid_chunks"])
+        self.far = C.far_identifier_mask(corpus.test)
+        self.bf16 = bool(self.plan["bf16"]) and device != "cpu"
+        self.use_vmap = use_vmap
+        self.step_time: dict[tuple[str, int, int], float] = {}
+        self.first: list[int] = list(self.plan["first_seeds"])
+        self.eval_time = 0.0
+        self.steps = steps
+        self.vmap_ok: dict[str, bool] = {}
+        self.keys: list[tuple[str, dict]] = []  # every unit of the plan, in order
+        self.skipped: list[str] = []
+        self.errors: list[dict] = []
+        self.after_group = None
+
+    # -- pieces ----------------------------------------------------------------------------
+
+    def cfg(self, enc: str, length: int | None = None) -> ModelConfig:
+        return ModelConfig(enc, train_length=length or self.L,
+                           embed_scale=float(self.plan["embed_scale"][enc]),
+                           **self.config["model"])
+
+    def batch(self, length: int) -> int:
+        """The batch at ``length``: the same bytes per step as at the training length."""
+        return max(1, self.config["lm"]["batch"] * self.L // length)
+
+    def vmap_for(self, enc: str) -> bool:
+        """Whether ``enc`` trains under vmap: asked for, and checked once on this device
+        against the per-seed loop (:func:`~posenc.analysis.experiments.stacked.vmap_agrees`)."""
+        if not self.use_vmap or enc in self.plan["vmap_off"]:
+            return False
+        if enc not in self.vmap_ok:
+            stack = self.S.build(self.cfg(enc), self.plan["first_seeds"][:2], self.device)
+            ok, why = self.S.vmap_agrees(stack, self.corpus.train, batch=4, bf16=self.bf16)
+            self.vmap_ok[enc] = ok
+            if not ok:
+                self.log(f"  {enc}: vmap does not agree with the per-seed loop here, looping "
+                         f"({why})")
+        return self.vmap_ok[enc]
+
+    def choose_steps(self) -> int:
+        p = self.plan
+        if self.steps is not None:
+            return self.steps
+        per_step = sum(self.measure(e, self.L, self.first) for e in ENCODINGS)
+        left = self.budget.left()
+        if left == float("inf"):
+            return int(p["max_steps"])
+        room = p["first_share"] * left - len(ENCODINGS) * max(self.eval_time, 3.0)
+        steps = int(room / per_step // 50 * 50)
+        return max(int(p["min_steps"]), min(int(p["max_steps"]), steps))
+
+    def lm_params(self, enc: str, length: int, seed: int, steps: int) -> dict:
+        lm = self.config["lm"]
+        return {"model": self.config["model"], "encoding": enc, "train_length": length,
+                "seed": seed, "steps": steps, "batch": self.batch(length),
+                "lr": self.plan["lr"], "embed_scale": float(self.plan["embed_scale"][enc]),
+                "eval": {"lengths": [n for n in self.lengths if n >= length],
+                         "n_chunks": lm["n_chunks"], "target": lm["target"],
+                         "bucket": lm["bucket"], "valid_chunks": lm["valid_chunks"],
+                         "far": [C.FAR_GAP, C.FAR_MIN_LEN]},
+                "bf16": self.bf16}
+
+    def _fits(self, name: str, estimate: float) -> bool:
+        if self.budget.fits(estimate):
+            return True
+        self.skipped.append(name)
+        self.log(f"  skip {name}: needs about {estimate:.0f} s, {self.budget.left():.0f} s "
+                 "left")
+        return False
+
+    def lm_group(self, enc: str, length: int, seeds, steps: int, *, keep: bool = False):
+        """Train ``seeds`` of one encoding at ``length`` together, evaluate, store."""
+        keys = [(f"lm-{enc}-L{length}-s{s}", self.lm_params(enc, length, s, steps))
+                for s in seeds]
+        self.keys += keys
+        if all(self.store.get(k, p) is not None for k, p in keys) and not keep:
+            return None
+        name = f"lm-{enc}-L{length}-s{','.join(map(str, seeds))}"
+        if not self._fits(name, steps * min(self.step_time.values(), default=0.0)):
+            return None  # no time left even at the fastest step measured: do not measure
+        t_step = self.measure(enc, length, seeds)
+        if not self._fits(name, steps * t_step + self.eval_time + 1.0):
+            return None
+        cfg = self.cfg(enc, length)
+        stack = self.S.build(cfg, seeds, self.device)
+        t0 = time.perf_counter()
+        try:
+            self.S.train_lm(stack, self.corpus.train, steps=steps, batch=self.batch(length),
+                            lr=self.plan["lr"], length=length, bf16=self.bf16,
+                            deadline=self.budget.deadline(), use_vmap=self.vmap_for(enc))
+        except TimeoutError as e:
+            self.skipped.append(name)
+            self.log(f"  {name}: stopped, {e}")
+            return None
+        train_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        lengths = [n for n in self.lengths if n >= length]
+        test = self.evaluate(enc, stack, self.corpus.test, self.chunks, lengths, self.far)
+        # validation (for tuning) at the training length of the main models
+        valid = self.evaluate(enc, stack, self.corpus.valid, self.valid_chunks, [self.L],
+                              None)
+        eval_s = time.perf_counter() - t0
+        self.eval_time = max(self.eval_time, eval_s)
+        for i, (key, params) in enumerate(keys):
+            self.store.put(key, params, {
+                "encoding": enc, "seed": seeds[i], "train_length": length, "steps": steps,
+                "losses": [(st, ls[i]) for st, ls in stack.losses],
+                "train_seconds": train_s, "eval_seconds": eval_s, "stacked": len(seeds),
+                "vmap": self.vmap_for(enc), "valid": valid[i][self.L]["target"],
+                "test": test[i]})
+        self.log(f"  {name}: {steps} steps in {train_s:.0f} s ({1000 * train_s / steps:.1f} "
+                 f"ms/step), evaluated in {eval_s:.0f} s; loss at {length}: "
+                 + ", ".join(f"{t[length]['target']:.3f}" for t in test))
+        return stack
+
+    def evaluate(self, enc: str, stack, split, chunks, lengths, far) -> list[dict]:
+        """The stack's losses; under vmap where the training check passed, and if vmap
+        fails at some length (another attention kernel may serve long inputs), again with
+        the per-seed loop."""
+        kw = dict(bucket=self.config["lm"]["bucket"], far=far, bf16=self.bf16)
+        if self.vmap_for(enc):
+            try:
+                return self.S.eval_lm(stack, split, chunks, lengths, use_vmap=True, **kw)
+            except (RuntimeError, ValueError) as e:
+                self.log(f"  {enc}: evaluation under vmap failed ({str(e)[:300]}); looping")
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+        return self.S.eval_lm(stack, split, chunks, lengths, use_vmap=False, **kw)
+
+    def scaling_arms(self) -> list[tuple[str, str]]:
+        types = self.config["scaling"]["types"]
+        return ([(k, "fixed") for k in types]
+                + [(k, "matched") for k in matched_kinds(types)])
+
+    def scaling(self, stack, seeds, steps: int) -> None:
+        """Priority 2: every scaling rule on the RoPE models, fixed and matched factors."""
+        sc = self.config["scaling"]
+        cfg = self.cfg("rope")
+        head = cfg.d_model // cfg.n_heads
+        base_params = self.lm_params("rope", self.L, 0, steps)
+        for kind, mode in self.scaling_arms():
+            keys = [(f"scale-{kind}-{mode}-s{s}",
+                     {**base_params, "seed": s, "kind": kind, "mode": mode,
+                      "factor": sc["factor"] if mode == "fixed" else "n/L"}) for s in seeds]
+            self.keys += keys
+            if all(self.store.get(k, p) is not None for k, p in keys):
+                continue
+            if stack is None:
+                stack = self.lm_group("rope", self.L, seeds, steps, keep=True)
+                if stack is None:
+                    return
+            if not self._fits(f"scale-{kind}-{mode}", self.eval_time + 1.0):
+                return
+            t0 = time.perf_counter()
+            test: list[dict] = [{} for _ in seeds]
+            used = {}
+            lengths = self.lengths if mode == "fixed" else [n for n in self.lengths
+                                                             if n > self.L]
+            for n in lengths:
+                s_n = sc["factor"] if mode == "fixed" else n / self.L
+                params = scaling_parameters(kind, s_n, self.L, head, cfg.rope_base)
+                used[str(n)] = params
+                self.S.set_rope(stack, params)
+                res = self.evaluate("rope", stack, self.corpus.test, self.chunks, [n],
+                                    self.far)
+                for i in range(len(seeds)):
+                    test[i].update(res[i])
+            self.S.set_rope(stack, None)
+            sec = time.perf_counter() - t0
+            for i, (key, params) in enumerate(keys):
+                self.store.put(key, params, {"kind": kind, "mode": mode, "seed": seeds[i],
+                                             "rope_parameters": used, "test": test[i],
+                                             "eval_seconds": sec})
+            self.log(f"  scale {kind} {mode}: {sec:.0f} s; at {max(lengths)}: "
+                     + ", ".join(f"{t[max(lengths)]['target']:.3f}" for t in test))
+
+    def seeds_for_first(self) -> tuple[list[int], list[int]]:
+        """``first_seeds`` and ``more_seeds``; all of them at once where stacking them all
+        costs under ``merge_below`` times the step of ``first_seeds`` alone (measured on
+        RoPE): on a device that small models leave idle, more seeds are nearly free."""
+        p = self.plan
+        first, more = list(p["first_seeds"]), list(p["more_seeds"])
+        limit = p.get("merge_below")
+        if more and limit:
+            t_first = self.measure("rope", self.L, first)
+            t_all = self.measure("rope", self.L, first + more)
+            if t_all < limit * t_first:
+                self.log(f"  all {len(first + more)} seeds at once: {1000 * t_all:.1f} ms per "
+                         f"step against {1000 * t_first:.1f} ms for {len(first)}")
+                return first + more, []
+        return first, more
+
+    def measure(self, enc: str, length: int, seeds) -> float:
+        """Seconds per training step of ``seeds`` stacked (after two warm-up steps)."""
+        key = (enc, length, len(seeds))
+        if key not in self.step_time:
+            stack = self.S.build(self.cfg(enc, length), seeds, self.device)
+            kw = dict(batch=self.batch(length), lr=1e-4, length=length, bf16=self.bf16,
+                      use_vmap=self.vmap_for(enc))
+            self.S.train_lm(stack, self.corpus.train, steps=2, **kw)  # type: ignore[arg-type]
+            t0 = time.perf_counter()
+            self.S.train_lm(stack, self.corpus.train, steps=3, **kw)  # type: ignore[arg-type]
+            self.step_time[key] = (time.perf_counter() - t0) / 3
+            self.log(f"  step time {enc} at {length}, {len(seeds)} seeds: "
+                     f"{1000 * self.step_time[key]:.1f} ms")
+        return self.step_time[key]
+
+    def run(self) -> None:
+        p = self.plan
+        first, more = self.seeds_for_first()
+        self.first = first
+        steps = self.steps = self.choose_steps()
+        self.log(f"language models: {steps} steps each, {len(first)} seeds stacked, "
+                 f"{self.budget.left():.0f} s left")
+        rope_stack = None
+        for enc in ENCODINGS:
+            stack = self.guard(f"lm-{enc}", self.lm_group, enc, self.L, first, steps)
+            if enc == "rope":
+                rope_stack = stack
+        self.guard("scaling", self.scaling, rope_stack, first, steps)
+        rope_stack = None
+        for enc, length in p["references"]:
+            self.guard(f"lm-{enc}-L{length}", self.lm_group, enc, int(length), first, steps)
+        if more:
+            for enc in ENCODINGS:
+                self.guard(f"lm-{enc}-more", self.lm_group, enc, self.L, more, steps)
+
+    def guard(self, name: str, fn, *args):
+        """Run one group; an error (out of memory included) is logged and recorded, and the
+        plan goes on with the next group, so one failure does not cost the call."""
+        try:
+            return fn(*args)
+        except Exception as e:  # noqa: BLE001 - one shot on the device: keep going
+            import traceback
+
+            self.errors.append({"group": name, "error": f"{type(e).__name__}: {e}"[:2000],
+                                "traceback": traceback.format_exc()[-4000:]})
+            self.log(f"  {name} failed: {type(e).__name__}: {str(e)[:500]}")
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            return None
+        finally:
+            if self.after_group is not None:
+                self.after_group()  # the assembled results, current after every group
+
+    def results(self) -> dict:
+        """Every unit of the plan that is stored (finished in this call or an earlier one)."""
+        units = [u for k, prm in self.keys if (u := self.store.get(k, prm)) is not None]
+        return {"steps": self.steps,
+                "step_ms": {f"{e}@{n}x{k}": 1000 * t for (e, n, k), t in
+                            self.step_time.items()},
+                "vmap": self.vmap_ok, "first_seeds": self.first,
+                "skipped": self.skipped, "errors": self.errors,
+                "far_targets": self.far_share(), "units": units}
+
+    def far_share(self) -> dict:
+        m = np.stack([self.far[e - self.chunks.target:e] for e in self.chunks.ends])
+        return {"rule": f"identifier bytes after the first, of identifiers of >= "
+                        f"{C.FAR_MIN_LEN} characters (not keywords) whose previous "
+                        f"occurrence in the file starts > {C.FAR_GAP} bytes back",
+                "bytes": int(m.sum()), "of": int(m.size)}
+
+
+def gpu_markdown(results: dict) -> str:
+    """A summary of a GPU-tier results file: mean (sd) over the seeds done."""
+    units = results["units"]
+    lines = ["# Experiments, GPU tier: results", "",
+             f"Commit `{results['provenance']['commit']}`, code `{results['provenance']['code']}`"
+             f", {results['provenance']['date']}, device "
+             f"{results['provenance']['machine']['gpu'] or results['provenance']['machine']['device']}"
+             f"; {results['steps']} steps per language model; far targets: "
+             f"{results['far_targets']['bytes']} of {results['far_targets']['of']} target bytes.",
+             "", "Loss on the fixed targets (nats/byte), mean (sd) over seeds; far: the "
+             "far-identifier targets.", ""]
+
+    def cell(vals):
+        vals = [v for v in vals if v is not None]
+        if not vals:
+            return "n/a"
+        m = float(np.mean(vals))
+        return f"{m:.3f}" + (f" ({np.std(vals, ddof=1):.3f}, n={len(vals)})" if len(vals) > 1
+                             else " (n=1)")
+
+    lm = [u for u in units if u["key"].startswith("lm-")]
+    lengths = sorted({int(n) for u in lm for n in u["test"]})
+    lines += ["| model | metric | " + " | ".join(map(str, lengths)) + " |",
+              "|---|---|" + "---:|" * len(lengths)]
+    groups = sorted({(u["encoding"], u["train_length"]) for u in lm})
+    for enc, tl in groups:
+        us = [u for u in lm if u["encoding"] == enc and u["train_length"] == tl]
+        for metric in ("target", "far"):
+            row = [cell([(u["test"].get(str(n)) or {}).get(metric) for u in us])
+                   if any(str(n) in u["test"] for u in us) else "" for n in lengths]
+            lines.append(f"| {enc} @ {tl} | {metric} | " + " | ".join(row) + " |")
+    sc = [u for u in units if u["key"].startswith("scale-")]
+    if sc:
+        lines += ["", "RoPE scaling without training (the models trained at "
+                  f"{results['config']['lm']['train_length']}):", "",
+                  "| rule | factor | metric | " + " | ".join(map(str, lengths)) + " |",
+                  "|---|---|---|" + "---:|" * len(lengths)]
+        for kind, mode in sorted({(u["kind"], u["mode"]) for u in sc}):
+            us = [u for u in sc if u["kind"] == kind and u["mode"] == mode]
+            for metric in ("target", "far"):
+                row = [cell([(u["test"].get(str(n)) or {}).get(metric) for u in us])
+                       for n in lengths]
+                lines.append(f"| {kind} | {mode} | {metric} | " + " | ".join(row) + " |")
+    for err in results.get("errors", []):
+        lines += ["", f"Failed: {err['group']}: {err['error'][:300]}"]
+    if results["skipped"]:
+        lines += ["", "Not run (the budget did not fit them): "
+                  + ", ".join(results["skipped"]) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def run_gpu(config: dict, args, corpus: C.Corpus, tier: str) -> int:
+    from posenc.analysis.experiments.units import Budget
+
+    start = time.perf_counter()
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    read = [ROOT / "experiments" / "units" / tier] + list(args.resume_from)
+    store = UnitStore(args.units or out, read, jsonl=True)
+    budget = Budget(args.time_budget, reserve=args.reserve, start=_START)
+    if args.device.startswith("cuda"):
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    plan = GpuPlan(config, corpus, store, device=args.device, budget=budget,
+                   steps=args.steps, use_vmap=not args.no_vmap)
+
+    def write():
+        results = {"schema": 3, "tier": tier, "provenance": provenance(args.threads,
+                                                                       args.device),
+                   "config": config, "corpus": corpus.provenance(),
+                   "chunks": {"n": int(plan.chunks.ends.size),
+                              "files": int(np.unique(plan.chunks.files).size),
+                              "target": plan.chunks.target,
+                              "max_length": plan.chunks.max_length},
+                   **plan.results(), "seconds": time.perf_counter() - _START}
+        (out / "results.json").write_text(json.dumps(results) + "\n")
+        (out / "results.md").write_text(gpu_markdown(results))
+
+    if args.assemble_only:
+        # every unit the store holds (this code's or not), assembled without training
+        units = sorted(store.units.values(), key=lambda u: u["key"])
+        steps = sorted({u["steps"] for u in units if "steps" in u})
+        plan.results = lambda: {  # type: ignore[method-assign]
+            "steps": steps[0] if len(steps) == 1 else steps, "step_ms": {}, "vmap": {},
+            "first_seeds": None, "skipped": [], "errors": [],
+            "far_targets": plan.far_share(), "units": units}
+        write()
+        print(f"assembled {len(units)} units into {out / 'results.json'}")
+        return 0
+    plan.after_group = write
+    try:
+        plan.run()
+    finally:
+        write()
+    print(f"wrote {out / 'results.json'} ({len(plan.results()['units'])} units) in "
+          f"{time.perf_counter() - start:.0f} s", flush=True)
+    return 0
 
 
 def _by_seed(runs, where, metric):
@@ -474,8 +994,10 @@ def write_markdown(results: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a tiny run that checks the harness")
-    ap.add_argument("--tier", choices=("cpu", "gpu"), default="cpu",
-                    help="cpu: the committed run; gpu: a larger model for a lent accelerator")
+    ap.add_argument("--tier", choices=("cpu", "gpu", "gpuquick"), default="cpu",
+                    help="cpu: the committed run; gpu: a larger model for a lent "
+                         "accelerator, in one budgeted call; gpuquick: the gpu tier's code "
+                         "at a tiny size (tests)")
     ap.add_argument("--device", default="cpu", help="torch device (cuda for the gpu tier)")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads (1: a small model gains little from more, and one "
@@ -489,7 +1011,41 @@ def main(argv=None) -> int:
                     help="which synthetic tasks to run (comma-separated, of copy,passkey): "
                          "two processes can each take one, sharing the cache; a results "
                          "file is written only when both are included")
+    ap.add_argument("--corpus-file", type=Path, default=None,
+                    help="read the prepared corpus from this file (written by "
+                         "--save-corpus) instead of the installed SymPy")
+    ap.add_argument("--save-corpus", type=Path, default=None,
+                    help="write the prepared corpus to this file and stop")
+    ap.add_argument("--units", type=Path, default=None,
+                    help="folder the finished units are written to (default: "
+                         "experiments/units/<tier> for the cpu tier, <out> for the gpu "
+                         "tier, <out>/units for --quick)")
+    ap.add_argument("--resume-from", type=Path, action="append", default=[],
+                    help="a further folder of finished units to reuse (repeatable)")
+    ap.add_argument("--time-budget", type=float, default=None,
+                    help="gpu tier: seconds from the start after which no unit is started "
+                         "or kept training")
+    ap.add_argument("--reserve", type=float, default=15.0,
+                    help="gpu tier: seconds of the budget kept for writing the results")
+    ap.add_argument("--steps", type=int, default=None,
+                    help="gpu tier: steps of every language model (default: sized to the "
+                         "budget from measured step times)")
+    ap.add_argument("--assemble-only", action="store_true",
+                    help="gpu tier: write results.json and results.md from the stored units "
+                         "(--resume-from folders and <out>) without training")
+    ap.add_argument("--no-vmap", action="store_true",
+                    help="gpu tier: loop over the stacked seeds instead of vmap")
     args = ap.parse_args(argv)
+    if args.steps is not None and args.steps < 1:
+        ap.error(f"--steps must be >= 1, got {args.steps}")
+    if args.time_budget is not None and args.time_budget <= 0:
+        ap.error(f"--time-budget must be > 0, got {args.time_budget}")
+    if args.corpus_file is not None and not args.corpus_file.is_file():
+        ap.error(f"--corpus-file {args.corpus_file} does not exist")
+    if args.save_corpus is not None:
+        path = C.save_corpus(C.load_corpus(), args.save_corpus)
+        print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB)")
+        return 0
     if args.threads < 1:
         ap.error(f"--threads must be >= 1, got {args.threads}")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
@@ -497,12 +1053,17 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     tier = "quick" if args.quick else args.tier
     config = copy.deepcopy(TIERS[tier])
+    corpus = C.load_corpus_file(args.corpus_file) if args.corpus_file else C.load_corpus()
+    if tier in ("gpu", "gpuquick"):
+        return run_gpu(config, args, corpus, tier)
     start = time.perf_counter()
     tasks = tuple(t for t in args.tasks.split(",") if t)
     if not set(tasks) <= set(STAGES):
         ap.error(f"--tasks must name tasks of {STAGES}, got {args.tasks!r}")
+    units = args.units or (args.out / "units" if args.quick
+                           else ROOT / "experiments" / "units" / tier)
     body = run(config, cache=args.cache or args.out / ".cache", device=args.device,
-               progress=not args.no_progress, stages=tasks)
+               progress=not args.no_progress, stages=tasks, units=units, corpus=corpus)
     if set(tasks) != set(STAGES):
         print(f"ran {', '.join(tasks) or 'no task'}; no results file without both tasks")
         return 0

@@ -259,6 +259,22 @@ def test_quick_run_end_to_end(tmp_path):
                     assert np.isfinite(v["target"]) and np.isfinite(v["window"])
     arms = {(x["kind"], x["seed"]) for x in r["scaling"]}
     assert arms == {(k, s) for k in r["config"]["scaling"]["types"] for s in seeds}
+    # every rule also with its factor matched to the length: s = n / L past L
+    L = r["config"]["lm"]["train_length"]
+    assert {(x["kind"], x["seed"]) for x in r["scaling_matched"]} == {
+        (k, s) for k in ("pi", "ntk", "yarn", "llama3") for s in seeds}
+    for x in r["scaling_matched"]:
+        assert x["test"] and all(int(n) > L for n in x["test"])
+        for n, p in x["rope_parameters"].items():
+            if x["kind"] != "ntk":
+                assert p["factor"] == pytest.approx(int(n) / L)
+    # every unit is a file of its own, with the commit and the code hash
+    from posenc.analysis.experiments.units import code_hash
+
+    files = list((tmp_path / "units").glob("*.json"))
+    assert len(files) > 50
+    unit = json.loads(files[0].read_text())
+    assert unit["code"] == code_hash() and unit["commit"] == prov["commit"]
     assert {(x["arm"], x["seed"]) for x in r["finetune"]} == {
         (a, s) for a in ("pi", "plain") for s in seeds}
     for task in ("copy", "passkey"):

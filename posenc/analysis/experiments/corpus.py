@@ -244,3 +244,98 @@ def eval_chunks(split: Split, *, max_length: int, target: int, n_chunks: int) ->
     chosen = sorted(cands[i] for i in idx)
     return EvalChunks(np.array([e for e, _ in chosen]), np.array([j for _, j in chosen]),
                       target, max_length)
+
+
+# -- the prepared corpus as one file (a machine whose SymPy differs reads this instead) ----
+
+def save_corpus(corpus: Corpus, path: Path | str) -> Path:
+    """Write ``corpus`` (every split's bytes, file bounds and names, and its provenance) to
+    one compressed ``.npz`` file, which :func:`load_corpus_file` reads back unchanged."""
+    import json
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    arrays: dict[str, np.ndarray] = {}
+    for name in _SPLITS:
+        s: Split = getattr(corpus, name)
+        arrays[f"{name}_tokens"] = s.tokens
+        arrays[f"{name}_bounds"] = s.bounds
+        arrays[f"{name}_names"] = np.frombuffer("\n".join(s.names).encode(), dtype=np.uint8)
+    meta = {"package": corpus.package, "version": corpus.version,
+            "dropped": [corpus.dropped_small, corpus.dropped_exact, corpus.dropped_near],
+            "sha256": {n: getattr(corpus, n).sha256() for n in _SPLITS}}
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    with open(path, "wb") as f:
+        np.savez_compressed(f, **arrays)  # type: ignore[arg-type]
+    return path
+
+
+def load_corpus_file(path: Path | str) -> Corpus:
+    """Read a corpus written by :func:`save_corpus`, checking every split's SHA-256."""
+    import json
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"corpus file {str(path)!r} does not exist")
+    with np.load(path) as z:
+        meta = json.loads(z["meta"].tobytes().decode())
+        splits = {}
+        for name in _SPLITS:
+            names = z[f"{name}_names"].tobytes().decode()
+            splits[name] = Split(z[f"{name}_tokens"].astype(np.uint8),
+                                 z[f"{name}_bounds"].astype(np.int64),
+                                 tuple(names.split("\n")) if names else ())
+            if splits[name].sha256() != meta["sha256"][name]:
+                raise ValueError(f"corpus file {str(path)!r}: the {name} split does not "
+                                 "match its recorded SHA-256")
+    small, exact, near = meta["dropped"]
+    return Corpus(train=splits["train"], valid=splits["valid"], test=splits["test"],
+                  package=meta["package"], version=meta["version"], dropped_small=small,
+                  dropped_exact=exact, dropped_near=near)
+
+
+# -- targets where long context pays ---------------------------------------------------------
+
+#: the rule of the *far-identifier* targets, fixed before any result was looked at
+FAR_GAP = 128
+FAR_MIN_LEN = 3
+_IDENT = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def far_identifier_mask(split: Split, *, gap: int = FAR_GAP, min_len: int = FAR_MIN_LEN
+                        ) -> np.ndarray:
+    """A boolean mask over ``split.tokens``: the bytes where context beyond ``gap`` pays.
+
+    The rule: in each file, take every identifier (``[A-Za-z_][A-Za-z0-9_]*``, not a Python
+    keyword) of at least ``min_len`` characters whose previous occurrence *in the same
+    file* starts more than ``gap`` bytes before it; select its bytes after the first.  Each
+    selected byte can be copied from the same offset in the previous occurrence, which lies
+    more than ``gap`` bytes back: a model that reads only ``gap`` bytes cannot see it, one
+    that reads further can.  (The first byte is left out: which identifier comes next is
+    not a copy.)
+
+    >>> text = b"alpha = 1\\n" + b"#" * 200 + b"\\nbeta = alpha\\nalpha"
+    >>> split = Split(np.frombuffer(text, np.uint8).copy(), np.array([0, len(text)]), ("f",))
+    >>> m = far_identifier_mask(split)
+    >>> bytes(split.tokens[m])   # 'lpha' of the second alpha; the third is 7 bytes after it
+    b'lpha'
+    """
+    import keyword
+
+    if not (isinstance(gap, int) and gap >= 1):
+        raise ValueError(f"gap must be an integer >= 1, got {gap!r}")
+    if not (isinstance(min_len, int) and min_len >= 2):
+        raise ValueError(f"min_len must be an integer >= 2, got {min_len!r}")
+    skip = {k.encode() for k in keyword.kwlist}
+    mask = np.zeros(split.tokens.size, dtype=bool)
+    for j in range(split.n_files):
+        lo, hi = int(split.bounds[j]), int(split.bounds[j + 1])
+        last: dict[bytes, int] = {}
+        for m in _IDENT.finditer(split.tokens[lo:hi].tobytes()):
+            name, start = m.group(), m.start()
+            prev = last.get(name)
+            last[name] = start
+            if (prev is not None and start - prev > gap and len(name) >= min_len
+                    and name not in skip):
+                mask[lo + start + 1:lo + m.end()] = True
+    return mask

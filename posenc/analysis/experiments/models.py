@@ -118,6 +118,18 @@ class TinyDecoder(nn.Module):
         super().__init__()
         self.cfg = cfg
         d, head = cfg.d_model, cfg.d_model // cfg.n_heads
+        # One draw from the global generator, the same for every encoding; the weights come
+        # from two generators seeded by it, one for the parameters every encoding shares
+        # (drawn first, in a fixed order) and one for the encoding's own (the learned table,
+        # the T5 bias), so an encoding's own parameters never shift the others' draws: the
+        # same seed gives every encoding the same token embeddings and blocks.
+        draw = int(torch.randint(0, 2**62, (1,)).item())
+        with torch.random.fork_rng(devices=[]):
+            self._build(cfg, d)
+        self._head = head
+        self._init_weights(draw)
+
+    def _build(self, cfg: ModelConfig, d: int) -> None:
         self.embed = nn.Embedding(cfg.vocab, d)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(d)
@@ -139,15 +151,26 @@ class TinyDecoder(nn.Module):
                 cfg.n_heads, num_buckets=cfg.t5_buckets, max_distance=cfg.t5_max_distance,
                 bidirectional=False,
             )
-        self._head = head
-        self.apply(self._init)
 
-    @staticmethod
-    def _init(m):
-        if isinstance(m, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(m.weight, std=0.02)
-            if getattr(m, "bias", None) is not None:
-                nn.init.zeros_(m.bias)
+    #: the modules that only some encodings have (initialised from their own generator)
+    _OWN = ("position", "t5", "alibi", "rope")
+
+    @torch.no_grad()
+    def _init_weights(self, draw: int) -> None:
+        """Linear and embedding weights N(0, 0.02²), biases 0, LayerNorms (1, 0): the shared
+        parameters from ``Generator(draw)``, the encoding's own from ``Generator(draw + 1)``."""
+        shared = torch.Generator().manual_seed(draw)
+        own = torch.Generator().manual_seed(draw + 1)
+        for name, m in self.named_modules():
+            gen = own if name.split(".")[0] in self._OWN else shared
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                w = torch.empty(m.weight.shape).normal_(0.0, 0.02, generator=gen)
+                m.weight.copy_(w)
+                bias = getattr(m, "bias", None)
+                if isinstance(bias, torch.Tensor):
+                    nn.init.zeros_(bias)
+            elif isinstance(m, nn.LayerNorm):
+                m.reset_parameters()
 
     def set_rope(self, rope_parameters: dict | None) -> None:
         """Replace the rotary tables (the model's weights are untouched): how PI, NTK, YaRN

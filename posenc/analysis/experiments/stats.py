@@ -78,3 +78,116 @@ def paired(a: Sequence[float], b: Sequence[float]) -> dict:
     s = summary([x - y for x, y in zip(a, b, strict=True)])
     s["separated"] = s["lo"] > 0 or s["hi"] < 0
     return s
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values for a family of tests, in the input order.
+
+    The smallest of ``m`` p-values is multiplied by ``m``, the next by ``m - 1``, and so on,
+    each adjusted value kept at least as large as the one before it and capped at 1; a
+    claim is made where its adjusted p-value is below the level (family-wise error rate).
+
+    >>> [round(p, 3) for p in holm([0.01, 0.04, 0.03, 0.005])]
+    [0.03, 0.06, 0.06, 0.02]
+    >>> holm([])
+    []
+    """
+    ps = [float(p) for p in pvalues]
+    if not all(0.0 <= p <= 1.0 for p in ps):
+        raise ValueError(f"pvalues must lie in [0, 1], got {ps}")
+    m = len(ps)
+    order = sorted(range(m), key=lambda i: ps[i])
+    out = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * ps[i]))
+        out[i] = running
+    return out
+
+
+def paired_t_pvalue(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided p-value of the paired t test of ``a - b`` (seed by seed).
+
+    >>> round(paired_t_pvalue([3.0, 3.1, 3.2, 3.0, 3.1], [2.0, 2.2, 2.1, 2.0, 2.1]), 6)
+    6e-06
+    """
+    s = paired(a, b)
+    if s["sd"] == 0.0:
+        return 0.0 if s["mean"] != 0.0 else 1.0
+    t = abs(s["mean"]) / (s["sd"] / math.sqrt(s["n"]))
+    return max(0.0, min(1.0, 1.0 - 2.0 * _t_cdf_upper_half(t, s["n"] - 1)))
+
+
+def _normal_quantile(p: float) -> float:
+    lo, hi = -10.0, 10.0
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if 0.5 * math.erfc(-mid / math.sqrt(2)) < p else (lo, mid)
+    return (lo + hi) / 2
+
+
+def wilson(k: int, n: int, level: float = 0.95) -> dict:
+    """Wilson score interval for a proportion ``k / n`` (e.g. seeds that learned a task).
+
+    Unlike a t interval over 0/1 outcomes it never leaves [0, 1], and it is not empty at
+    ``k = 0`` or ``k = n``.
+
+    >>> w = wilson(3, 5)
+    >>> w["p"], round(w["lo"], 3), round(w["hi"], 3)
+    (0.6, 0.231, 0.882)
+    >>> w = wilson(0, 5)
+    >>> w["lo"], round(w["hi"], 3)
+    (0.0, 0.434)
+    """
+    for name, v in (("k", k), ("n", n)):
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise TypeError(f"{name} must be an int, got {v!r}")
+    if n < 1 or not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n and n >= 1, got k={k}, n={n}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    z = _normal_quantile(0.5 + level / 2)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return {"p": p, "lo": max(0.0, centre - half), "hi": min(1.0, centre + half), "k": k,
+            "n": n}
+
+
+def bootstrap(values, *, n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> dict:
+    """A percentile bootstrap interval of the mean over seeds and chunks (two levels).
+
+    ``values`` is a ``(seeds, chunks)`` array (a per-chunk loss of each seed, or a per-chunk
+    difference of two paired methods).  Each replicate resamples seeds with replacement,
+    then chunks (the text) with replacement, and takes the mean; so the interval counts both
+    the spread between trained models and the spread between evaluation texts.  ``"p"`` is
+    the two-sided bootstrap p-value of the mean being zero (twice the smaller tail share).
+
+    >>> import numpy as np
+    >>> x = np.random.default_rng(1).normal(0.5, 0.1, size=(5, 40))
+    >>> b = bootstrap(x)
+    >>> round(b["mean"], 3), b["lo"] < 0.493 < b["hi"], b["p"] < 0.01
+    (0.493, True, True)
+    """
+    import numpy as np
+
+    x = np.asarray(values, dtype=float)
+    if x.ndim == 1:
+        x = x[:, None]
+    if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 1:
+        raise ValueError(f"values must be a (seeds >= 2, chunks >= 1) array, got shape "
+                         f"{x.shape}")
+    if not np.isfinite(x).all():
+        raise ValueError("values must be finite")
+    if not (isinstance(n_boot, int) and n_boot >= 100):
+        raise ValueError(f"n_boot must be an integer >= 100, got {n_boot!r}")
+    rng = np.random.default_rng(seed)
+    s, c = x.shape
+    rows = rng.integers(0, s, size=(n_boot, s))
+    cols = rng.integers(0, c, size=(n_boot, c))
+    means = np.array([x[r][:, k].mean() for r, k in zip(rows, cols, strict=True)])
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(means, [alpha, 1 - alpha])
+    p = min(1.0, 2 * min((means <= 0).mean(), (means >= 0).mean()))
+    return {"mean": float(x.mean()), "lo": float(lo), "hi": float(hi), "p": float(p),
+            "n_seeds": s, "n_chunks": c, "n_boot": n_boot}

@@ -115,13 +115,17 @@ def can_read(model: TinyDecoder, length: int) -> bool:
 
 @torch.no_grad()
 def eval_lm(model: TinyDecoder, split: Split, chunks: EvalChunks, lengths: Sequence[int], *,
-            bucket: int, max_batch: int = 8) -> dict:
+            bucket: int, max_batch: int = 8, far: np.ndarray | None = None) -> dict:
     """Losses (nats per byte) on the fixed chunks at each evaluation length.
 
     For each length ``n`` returns ``{"target": mean loss on the chunks' fixed target bytes,
     "window": mean loss over every position of the windows (Press et al.'s non-overlapping
-    protocol), "buckets": mean loss per block of ``bucket`` positions}``, or ``None`` where
-    the model cannot read ``n`` positions.  Any error raised while evaluating propagates.
+    protocol), "buckets": mean loss per block of ``bucket`` positions, "chunks": the loss
+    on each chunk's targets}``, or ``None`` where the model cannot read ``n`` positions.
+    With ``far`` (a boolean mask over ``split.tokens``, see
+    :func:`.corpus.far_identifier_mask`) also ``"far"``, the mean loss over the target
+    bytes it selects, and ``"far_chunks"``, each chunk's ``[sum, count]`` of them.  Any
+    error raised while evaluating propagates.
     """
     out: dict[int, dict | None] = {}
     dev = _device(model)
@@ -131,20 +135,36 @@ def eval_lm(model: TinyDecoder, split: Split, chunks: EvalChunks, lengths: Seque
             out[n] = None
             continue
         windows = chunks.windows(split, n)
-        per_pos = torch.zeros(n, dtype=torch.float64)
+        per = torch.zeros(len(windows), n, dtype=torch.float64)
         for i in range(0, len(windows), max_batch):
             w = torch.from_numpy(windows[i:i + max_batch]).to(dev)
             logits = model(w[:, :-1])
-            loss = F.cross_entropy(logits.transpose(1, 2), w[:, 1:], reduction="none")
-            per_pos += loss.double().sum(0).cpu()
-        per_pos /= len(windows)
-        nb = -(-n // bucket)
-        out[n] = {
-            "target": float(per_pos[-chunks.target:].mean()),
-            "window": float(per_pos.mean()),
-            "buckets": [float(per_pos[b * bucket:(b + 1) * bucket].mean()) for b in range(nb)],
-        }
+            loss = F.cross_entropy(logits.float().transpose(1, 2), w[:, 1:], reduction="none")
+            per[i:i + len(w)] = loss.double().cpu()
+        out[n] = summarise(per, chunks, bucket, far)
     return out
+
+
+def summarise(per: torch.Tensor, chunks: EvalChunks, bucket: int,
+              far: np.ndarray | None) -> dict:
+    """The evaluation record of one length from its ``(chunks, n)`` per-position losses."""
+    per_pos = per.mean(0)
+    n = per.shape[1]
+    tgt = per[:, -chunks.target:]
+    res = {
+        "target": float(per_pos[-chunks.target:].mean()),
+        "window": float(per_pos.mean()),
+        "buckets": [float(per_pos[b * bucket:(b + 1) * bucket].mean())
+                    for b in range(-(-n // bucket))],
+        "chunks": [round(float(v), 5) for v in tgt.mean(1)],
+    }
+    if far is not None:
+        mask = torch.from_numpy(np.stack([far[e - chunks.target:e] for e in chunks.ends]))
+        sums, counts = (tgt * mask).sum(1), mask.sum(1)
+        res["far"] = float(sums.sum() / max(1, int(counts.sum())))
+        res["far_chunks"] = [[round(float(a), 4), int(c)]
+                             for a, c in zip(sums, counts, strict=True)]
+    return res
 
 
 def train_task(cfg: ModelConfig, make_batch: Callable[[int, np.random.Generator], tuple],

@@ -1,0 +1,230 @@
+"""Several seeds of one configuration trained and evaluated together, as one batched model.
+
+The seeds' models are stacked with :func:`torch.func.stack_module_state` (each parameter
+gains a leading seed dimension) and run with :func:`torch.func.vmap` over
+:func:`torch.func.functional_call` of one :class:`~.models.TinyDecoder`: the same module
+code as a single model, one kernel launch for all seeds, so a GPU that one small model
+leaves mostly idle trains several in about the time of one.
+
+Each seed is the model :func:`.train.train_lm` would train with that seed: the same
+initial weights (``torch.manual_seed(seed)`` before building it), the same batches (a NumPy
+generator seeded with ``seed``), the same optimiser (AdamW, weight decay 0.01, betas
+0.9/0.98, warm-up then cosine decay) and the same gradient clipping at norm 1, *per seed*
+(the norm is each seed's own, not the stack's).  Only floating-point summation order
+differs, and, where ``bf16`` is asked for, the bfloat16 autocast of the matrix products.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from .corpus import EvalChunks, Split, lm_batch
+from .models import ModelConfig, TinyDecoder
+from .train import _schedule, can_read, summarise
+
+
+@dataclass
+class Stack:
+    """A template model and the stacked parameters of ``len(seeds)`` models."""
+
+    template: TinyDecoder
+    params: dict[str, torch.Tensor]
+    seeds: tuple[int, ...]
+    losses: list = field(default_factory=list)  # (step, [loss of each seed])
+    seconds: float = 0.0
+    steps_done: int = 0
+
+    @property
+    def n(self) -> int:
+        return len(self.seeds)
+
+    def model(self, i: int) -> TinyDecoder:
+        """Seed ``i``'s model as a plain :class:`TinyDecoder` (a copy of its weights)."""
+        m = TinyDecoder(self.template.cfg).to(next(iter(self.params.values())).device)
+        m.load_state_dict({k: v[i].detach().clone() for k, v in self.params.items()},
+                          strict=False)
+        m.rope = self.template.rope if self.template.rope is not None else m.rope
+        return m.eval()
+
+
+def build(cfg: ModelConfig, seeds: Sequence[int], device: str = "cpu") -> Stack:
+    """Stack the initial models of ``seeds`` (each drawn as :func:`.train.train_lm` draws it)."""
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct and at least one, got {seeds!r}")
+    models = []
+    for s in seeds:
+        torch.manual_seed(s)
+        models.append(TinyDecoder(cfg))
+    params, _ = torch.func.stack_module_state(models)
+    template = TinyDecoder(cfg).to(device)
+    return Stack(template, {k: v.detach().to(device).requires_grad_(True)
+                            for k, v in params.items()}, seeds)
+
+
+def _forward(template: TinyDecoder, params, tokens):
+    return torch.func.functional_call(template, params, (tokens,))
+
+
+def _seed_loss(template, params, window):
+    logits = _forward(template, params, window[:, :-1])
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
+                           window[:, 1:].reshape(-1))
+
+
+def _per_seed(fn, stack_n: int, batched_input: bool, use_vmap: bool):
+    """``fn(params, x)`` for every seed: one vmapped call, or (``use_vmap=False``, the
+    fallback where a batching rule is missing) a loop over the seeds' parameter slices."""
+    if use_vmap:
+        return torch.func.vmap(fn, in_dims=(0, 0 if batched_input else None))
+
+    def loop(params, x):
+        return torch.stack([fn({k: v[i] for k, v in params.items()},
+                               x[i] if batched_input else x) for i in range(stack_n)])
+    return loop
+
+
+def _autocast(device: str, bf16: bool):
+    return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16,
+                          enabled=bf16)
+
+
+def train_lm(stack: Stack, split: Split, *, steps: int, batch: int, lr: float,
+             length: int | None = None, bf16: bool = False, log_every: int = 10,
+             deadline: float | None = None, rng_seeds: Sequence[int] | None = None,
+             use_vmap: bool = True) -> Stack:
+    """Train every seed of ``stack`` for ``steps`` steps on random windows of ``length``.
+
+    ``deadline`` (a :func:`time.perf_counter` value): raise :class:`TimeoutError` when it
+    passes, so a caller with a time budget never keeps a half-trained model.
+    ``rng_seeds``: the seeds of the batch streams (default: the model seeds).
+    """
+    if not (isinstance(steps, int) and steps >= 1):
+        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
+    template = stack.template
+    length = length or template.cfg.train_length
+    dev = next(iter(stack.params.values())).device
+    rngs = [np.random.default_rng(s) for s in (rng_seeds or stack.seeds)]
+    plist = list(stack.params.values())
+    opt = torch.optim.AdamW(plist, lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
+    warmup = max(1, steps // 10)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _schedule(s, steps, warmup))
+    loss_fn = _per_seed(lambda p, w: _seed_loss(template, p, w), stack.n, True, use_vmap)
+    start = time.perf_counter()
+    template.train()
+    for step in range(steps):
+        if deadline is not None and time.perf_counter() > deadline:
+            raise TimeoutError(f"the time budget ran out at step {step} of {steps}")
+        windows = torch.from_numpy(np.stack([lm_batch(split, batch, length, r)
+                                             for r in rngs])).to(dev, non_blocking=True)
+        with _autocast(str(dev), bf16):
+            per_seed = loss_fn(stack.params, windows)
+        opt.zero_grad(set_to_none=True)
+        per_seed.sum().backward()
+        # gradient clipping at norm 1, each seed by its own norm (as clip_grad_norm_ does)
+        grads = [p.grad for p in plist if p.grad is not None]
+        sq = torch.stack([g.float().pow(2).reshape(stack.n, -1).sum(1) for g in grads]).sum(0)
+        coef = (1.0 / (sq.sqrt() + 1e-6)).clamp(max=1.0)
+        for g in grads:
+            g.mul_(coef.view(-1, *([1] * (g.dim() - 1))).to(g.dtype))
+        opt.step()
+        sched.step()
+        if step % log_every == 0 or step == steps - 1:
+            stack.losses.append((step, [float(v) for v in per_seed.detach().cpu()]))
+    template.eval()
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    stack.seconds += time.perf_counter() - start
+    stack.steps_done += steps
+    return stack
+
+
+@torch.no_grad()
+def eval_lm(stack: Stack, split: Split, chunks: EvalChunks, lengths: Sequence[int], *,
+            bucket: int, far: np.ndarray | None = None, bf16: bool = False,
+            max_batch: int = 8, use_vmap: bool = True) -> list[dict]:
+    """:func:`.train.eval_lm` for every seed of the stack, with per-chunk losses.
+
+    Returns one dict per seed, ``{n: {"target", "window", "buckets", "chunks", "far",
+    "far_chunks"} or None}``: ``"chunks"`` is the loss on each chunk's targets (so
+    intervals can resample the text); with ``far`` (a boolean mask over ``split.tokens``,
+    see :func:`.corpus.far_identifier_mask`), ``"far"`` is the mean loss over the target
+    bytes the mask selects and ``"far_chunks"`` each chunk's ``[sum, count]`` of them.
+    """
+    template = stack.template
+    dev = next(iter(stack.params.values())).device
+    fn = _per_seed(lambda p, w: _forward(template, p, w), stack.n, False, use_vmap)
+    out: list[dict] = [{} for _ in range(stack.n)]
+    for n in lengths:
+        n = int(n)
+        if not can_read(template, n):
+            for o in out:
+                o[n] = None
+            continue
+        windows = chunks.windows(split, n)
+        per = torch.zeros(stack.n, len(windows), n, dtype=torch.float64)
+        for i in range(0, len(windows), max_batch):
+            w = torch.from_numpy(windows[i:i + max_batch]).to(dev)
+            with _autocast(str(dev), bf16):
+                logits = fn(stack.params, w[:, :-1])
+            loss = F.cross_entropy(logits.float().flatten(0, 1).transpose(1, 2),
+                                   w[:, 1:].repeat(stack.n, 1), reduction="none")
+            per[:, i:i + len(w)] = loss.view(stack.n, len(w), n).double().cpu()
+        for s in range(stack.n):
+            out[s][n] = summarise(per[s], chunks, bucket, far)
+    return out
+
+
+def set_rope(stack: Stack, rope_parameters: dict | None) -> None:
+    """Apply a RoPE scaling rule to every seed (the rotary tables are not parameters)."""
+    stack.template.set_rope(rope_parameters)
+    if stack.template.rope is not None:
+        stack.template.rope.to(next(iter(stack.params.values())).device)
+
+
+def vmap_agrees(stack: Stack, split: Split, *, batch: int, length: int | None = None,
+                bf16: bool = False, rtol: float | None = None) -> tuple[bool, str]:
+    """Check on one batch that the vmapped step gives each seed the loss and gradient of
+    the per-seed loop (a missing or wrong batching rule on some device is found here,
+    before it costs a run).  Returns ``(agrees, reason)``; an error counts as disagreement.
+    """
+    template = stack.template
+    length = length or template.cfg.train_length
+    dev = next(iter(stack.params.values())).device
+    rngs = [np.random.default_rng(10_000 + s) for s in stack.seeds]
+    windows = torch.from_numpy(np.stack([lm_batch(split, batch, length, r)
+                                         for r in rngs])).to(dev)
+    rtol = rtol if rtol is not None else (3e-2 if bf16 else 1e-4)
+    # weights far from the initial ones, different for every seed, so that a rule that
+    # mixed the seeds' parameters (the T5 bias starts near zero) would show in the loss
+    gen = torch.Generator(device=dev).manual_seed(0)
+    noisy = {k: v.detach() + 0.3 * torch.randn(v.shape, generator=gen, device=dev)
+             for k, v in stack.params.items()}
+    out = []
+    for use_vmap in (False, True):
+        params = {k: v.clone().requires_grad_(True) for k, v in noisy.items()}
+        fn = _per_seed(lambda p, w: _seed_loss(template, p, w), stack.n, True, use_vmap)
+        try:
+            with _autocast(str(dev), bf16):
+                losses = fn(params, windows)
+            losses.sum().backward()
+        except Exception as e:  # noqa: BLE001 - any failure means: do not use vmap here
+            return False, f"{type(e).__name__}: {str(e)[:300]}"
+        norms = torch.stack([p.grad.float().pow(2).reshape(stack.n, -1).sum(1)
+                             for p in params.values() if p.grad is not None]).sum(0).sqrt()
+        out.append((losses.detach().float().cpu(), norms.cpu()))
+    (l0, g0), (l1, g1) = out
+    if not torch.allclose(l0, l1, rtol=rtol, atol=0.0):
+        return False, f"losses differ: loop {l0.tolist()}, vmap {l1.tolist()}"
+    if not torch.allclose(g0, g1, rtol=10 * rtol, atol=1e-6):
+        return False, f"gradient norms differ: loop {g0.tolist()}, vmap {g1.tolist()}"
+    return True, "agrees"

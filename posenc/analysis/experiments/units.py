@@ -1,0 +1,178 @@
+"""Units of work: results kept one per unit, keyed on the configuration *and* the code.
+
+A *unit* is one finished piece of the protocol (a trained model's losses, one scaling arm's
+evaluation, ...).  Its result is stored with
+
+* ``key``: its name (``lm-rope-s0``),
+* ``digest``: a hash of the parameters it depends on and of the code (:func:`code_hash`):
+  a change to either makes it stale, so a code change can never silently reuse it,
+* ``commit``, ``dirty`` and ``code``: the commit and code hash that produced it.
+
+:class:`UnitStore` reads units from any number of folders (one ``<key>.json`` per unit, or
+``*.jsonl`` files with one unit per line, as a run on a lent machine writes them so that
+one file holds them all) and writes new ones as soon as they finish: a run that is killed
+loses only the unit in progress, and a later run, here or elsewhere, resumes from the
+committed files instead of training again.
+
+:class:`Budget` decides whether a unit of estimated cost still fits a wall-clock budget.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+#: the repository root (the package lives in ``<root>/posenc``)
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def code_files(root: Path = ROOT) -> list[Path]:
+    """The files whose text decides every number of the protocol: the harness package and
+    the scripts under ``experiments/``."""
+    files = sorted((root / "posenc" / "analysis" / "experiments").glob("*.py"))
+    files += sorted((root / "experiments").glob("*.py"))
+    return files
+
+
+def code_hash(root: Path = ROOT) -> str:
+    """SHA-256 (12 hex digits) of the code files' paths and bytes.
+
+    >>> len(code_hash()) == 12
+    True
+    """
+    h = hashlib.sha256()
+    for p in code_files(root):
+        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
+
+
+def git_commit(root: Path = ROOT) -> tuple[str | None, bool | None]:
+    """``(commit, dirty)`` of the working tree.  Where there is no git (a tree copied to
+    another machine without its history), the commit is ``$POSENC_COMMIT`` if set (the
+    command that sends the tree names it) and ``None`` otherwise; ``dirty`` is then
+    ``None`` (unknown): the code hash still identifies the code exactly."""
+    def git(*args):
+        try:
+            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
+                                  check=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    commit = git("rev-parse", "HEAD")
+    if commit is None:
+        return os.environ.get("POSENC_COMMIT") or None, None
+    # the package (the model code lives there too) and the scripts, not the results
+    status = git("status", "--porcelain", "--", "posenc", ":(glob)experiments/*.py")
+    return commit, (None if status is None else bool(status))
+
+
+def digest(params: dict, code: str) -> str:
+    """The hash a unit is stored under: its parameters and the code hash.
+
+    >>> digest({"lr": 1e-3}, "abc") == digest({"lr": 0.001}, "abc") != digest({"lr": 1e-3}, "abd")
+    True
+    """
+    blob = json.dumps({"params": params, "code": code}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:10]
+
+
+class UnitStore:
+    """Finished units: read from ``read`` folders and ``write`` itself, written to ``write``.
+
+    ``jsonl=True`` appends every unit to ``write/units.jsonl`` (one line each, flushed and
+    synced), so a run whose files must fit a few slots still keeps each unit the moment it
+    ends; otherwise each unit is ``write/<key>.json``.
+    """
+
+    def __init__(self, write: Path | str, read: list[Path | str] | tuple = (), *,
+                 jsonl: bool = False, code: str | None = None):
+        self.write_dir = Path(write)
+        self.jsonl = jsonl
+        self.code = code or code_hash()
+        self.commit, self.dirty = git_commit()
+        self.units: dict[str, dict] = {}
+        for folder in [*map(Path, read), self.write_dir]:
+            self._read(folder)
+
+    def _read(self, folder: Path) -> None:
+        if not folder.is_dir():
+            return
+        for p in sorted(folder.glob("*.json")):
+            try:
+                u = json.loads(p.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue
+            if isinstance(u, dict) and "key" in u and "digest" in u:
+                self.units[u["key"] + "@" + u["digest"]] = u
+        for p in sorted(folder.glob("*.jsonl")):
+            for line in p.read_text().splitlines():
+                try:
+                    u = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut short by a killed run
+                if isinstance(u, dict) and "key" in u and "digest" in u:
+                    self.units[u["key"] + "@" + u["digest"]] = u
+
+    def digest(self, params: dict) -> str:
+        return digest(params, self.code)
+
+    def get(self, key: str, params: dict) -> dict | None:
+        """The stored unit ``key`` for these parameters and this code, or ``None``."""
+        return self.units.get(key + "@" + self.digest(params))
+
+    def put(self, key: str, params: dict, result: dict) -> dict:
+        """Store a finished unit now; returns it as read back (string keys, like a cached
+        unit's)."""
+        unit = {"key": key, "digest": self.digest(params), "params": params,
+                "code": self.code, "commit": self.commit, "dirty": self.dirty, **result}
+        text = json.dumps(unit)
+        self.write_dir.mkdir(parents=True, exist_ok=True)
+        if self.jsonl:
+            with open(self.write_dir / "units.jsonl", "a") as f:
+                f.write(text + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        else:
+            path = self.write_dir / f"{key}.json"
+            tmp = path.with_suffix(".json.tmp")
+            tmp.write_text(text)
+            tmp.replace(path)
+        unit = json.loads(text)
+        self.units[key + "@" + unit["digest"]] = unit
+        return unit
+
+
+class Budget:
+    """A wall-clock budget of ``seconds`` from ``start`` (``None``: unlimited), with
+    ``reserve`` seconds kept for writing the results at the end.
+
+    >>> b = Budget(100.0, reserve=10.0, start=0.0, clock=lambda: 30.0)
+    >>> b.left(), b.fits(60.0), b.fits(61.0)
+    (60.0, True, False)
+    """
+
+    def __init__(self, seconds: float | None, *, reserve: float = 0.0,
+                 start: float | None = None, clock=time.perf_counter):
+        if seconds is not None and not seconds > 0:
+            raise ValueError(f"seconds must be > 0 or None, got {seconds!r}")
+        self.seconds, self.reserve, self.clock = seconds, reserve, clock
+        self.start = clock() if start is None else start
+
+    def left(self) -> float:
+        if self.seconds is None:
+            return float("inf")
+        return self.seconds - self.reserve - (self.clock() - self.start)
+
+    def fits(self, estimate: float) -> bool:
+        """Whether a unit estimated to take ``estimate`` seconds still fits."""
+        return estimate <= self.left()
+
+    def deadline(self) -> float | None:
+        """The clock value past which a unit must stop (``None``: no limit)."""
+        if self.seconds is None:
+            return None
+        return self.start + self.seconds - self.reserve

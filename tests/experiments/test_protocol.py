@@ -1,0 +1,450 @@
+"""The protocol's foundations: reproducible units, stacked seeds, the GPU tier's budgeted
+plan (run here on the CPU at a tiny size), the far-identifier targets and the statistics."""
+
+import importlib.metadata
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from posenc.analysis.experiments import corpus as C
+from posenc.analysis.experiments import stacked as S
+from posenc.analysis.experiments import stats
+from posenc.analysis.experiments import train as T
+from posenc.analysis.experiments import units as U
+from posenc.analysis.experiments.models import ENCODINGS, ModelConfig, TinyDecoder
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = [sys.executable, str(ROOT / "experiments" / "run.py")]
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return C.load_corpus()
+
+
+def _tiny(enc, length=32):
+    return ModelConfig(enc, d_model=32, n_heads=2, n_layers=2, train_length=length)
+
+
+# -- reproducibility ---------------------------------------------------------------------
+
+def test_every_encoding_gets_the_same_shared_initial_weights():
+    """The learned table and the T5 bias have their own generator: the same seed gives
+    every encoding the same token embeddings and blocks, and leaves the global generator
+    in the same state."""
+    models, after = {}, {}
+    for enc in ENCODINGS:
+        torch.manual_seed(7)
+        models[enc] = dict(TinyDecoder(_tiny(enc)).named_parameters())
+        after[enc] = torch.rand(3)
+    ref = models["nope"]
+    for enc, params in models.items():
+        assert set(ref) <= set(params)
+        for name in ref:
+            assert torch.equal(params[name], ref[name]), (enc, name)
+        torch.testing.assert_close(after[enc], after["nope"])
+    own = set(models["t5"]) - set(ref)
+    assert own == {"t5.relative_attention_bias.weight"}
+    assert set(models["learned"]) - set(ref) == {"position.embedding.weight"}
+    # the initialisation itself: N(0, 0.02^2) weights, zero biases, unit LayerNorms
+    w = models["rope"]["blocks.0.qkv.weight"]
+    assert abs(float(w.std()) - 0.02) < 0.002
+    assert float(models["rope"]["blocks.0.mlp.0.bias"].abs().sum()) == 0.0
+    assert torch.equal(models["rope"]["ln_f.weight"], torch.ones(32))
+    # a different seed gives different weights
+    torch.manual_seed(8)
+    other = dict(TinyDecoder(_tiny("nope")).named_parameters())
+    assert not torch.equal(other["embed.weight"], ref["embed.weight"])
+
+
+def test_code_hash_covers_the_harness_and_the_script(tmp_path):
+    for rel in ("posenc/analysis/experiments/a.py", "experiments/run.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x = 1\n")
+    h0 = U.code_hash(tmp_path)
+    assert [p.name for p in U.code_files(tmp_path)] == ["a.py", "run.py"]
+    (tmp_path / "experiments/run.py").write_text("x = 2\n")
+    h1 = U.code_hash(tmp_path)
+    (tmp_path / "posenc/analysis/experiments/a.py").write_text("x = 2\n")
+    assert len({h0, h1, U.code_hash(tmp_path)}) == 3
+    # this repository's hash covers the real files
+    names = {p.relative_to(ROOT).as_posix() for p in U.code_files()}
+    assert {"experiments/run.py", "posenc/analysis/experiments/stacked.py"} <= names
+
+
+def test_unit_store_keys_on_parameters_and_code_and_survives_a_torn_line(tmp_path):
+    store = U.UnitStore(tmp_path / "a", jsonl=True, code="c1")
+    u = store.put("lm-rope-s0", {"lr": 1e-3}, {"loss": 1.5})
+    assert u["commit"] == U.git_commit()[0] and u["code"] == "c1" and u["loss"] == 1.5
+    assert store.get("lm-rope-s0", {"lr": 1e-3})["loss"] == 1.5
+    assert store.get("lm-rope-s0", {"lr": 2e-3}) is None
+    # a new store reads the file back; another code hash makes the unit stale
+    assert U.UnitStore(tmp_path / "a", code="c1").get("lm-rope-s0", {"lr": 1e-3}) is not None
+    assert U.UnitStore(tmp_path / "a", code="c2").get("lm-rope-s0", {"lr": 1e-3}) is None
+    # a run killed while writing leaves a torn last line: the finished units still count
+    with open(tmp_path / "a" / "units.jsonl", "a") as f:
+        f.write('{"key": "lm-alibi-s0", "dig')
+    again = U.UnitStore(tmp_path / "b", [tmp_path / "a"], code="c1")
+    assert again.get("lm-rope-s0", {"lr": 1e-3})["loss"] == 1.5
+    # one file per unit (the committed form) reads back the same way
+    one = U.UnitStore(tmp_path / "c", code="c1")
+    one.put("scale-pi-s1", {"f": 2}, {"loss": 2.0})
+    assert (tmp_path / "c" / "scale-pi-s1.json").is_file()
+    assert U.UnitStore(tmp_path / "d", [tmp_path / "c"], code="c1").get(
+        "scale-pi-s1", {"f": 2})["loss"] == 2.0
+
+
+def test_budget_fits_and_deadline():
+    clock = iter([0.0, 50.0, 50.0, 50.0]).__next__
+    b = U.Budget(100.0, reserve=10.0, clock=clock)
+    assert b.fits(40.0) and not b.fits(40.5) and b.deadline() == 90.0
+    assert U.Budget(None).fits(1e9) and U.Budget(None).deadline() is None
+    with pytest.raises(ValueError, match="seconds must be > 0"):
+        U.Budget(0.0)
+
+
+def test_provenance_falls_back_to_the_package_version(monkeypatch):
+    """posenc importable but not installed as a distribution (a copied tree on
+    PYTHONPATH): the version comes from posenc.__version__ instead of raising."""
+    sys.path.insert(0, str(ROOT))
+    import posenc
+    from experiments import run
+
+    real = importlib.metadata.version
+
+    def version(name):
+        if name == "posenc":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    assert run.package_version("posenc") == posenc.__version__
+    prov = run.provenance(1, "cpu")
+    assert prov["versions"]["posenc"] == posenc.__version__
+    assert prov["code"] == U.code_hash()
+    assert run.package_version("no_such_package_here") is None
+
+
+# -- seeds trained together ----------------------------------------------------------------
+
+@pytest.mark.parametrize("enc", ["rope", "t5", "learned"])
+@pytest.mark.parametrize("use_vmap", [True, False])
+def test_stacked_seeds_train_as_separate_runs_would(corpus, enc, use_vmap):
+    cfg = _tiny(enc)
+    stack = S.build(cfg, [3, 5], "cpu")
+    S.train_lm(stack, corpus.train, steps=3, batch=2, lr=1e-3, log_every=1,
+               use_vmap=use_vmap)
+    ch = C.eval_chunks(corpus.test, max_length=64, target=16, n_chunks=6)
+    far = C.far_identifier_mask(corpus.test)
+    ev = S.eval_lm(stack, corpus.test, ch, [32, 64], bucket=32, far=far, use_vmap=use_vmap)
+    for i, seed in enumerate((3, 5)):
+        single = T.train_lm(cfg, corpus.train, steps=3, batch=2, lr=1e-3, seed=seed,
+                            log_every=1)
+        np.testing.assert_allclose([ls[i] for _, ls in stack.losses],
+                                   [loss for _, loss in single.losses], rtol=1e-4)
+        ref = T.eval_lm(single.model, corpus.test, ch, [32, 64], bucket=32, far=far)
+        for n in (32, 64):
+            if ref[n] is None:
+                assert enc == "learned" and n == 64 and ev[i][n] is None
+                continue
+            assert ev[i][n]["target"] == pytest.approx(ref[n]["target"], rel=1e-4)
+            assert ev[i][n]["far"] == pytest.approx(ref[n]["far"], rel=1e-4)
+            np.testing.assert_allclose(ev[i][n]["chunks"], ref[n]["chunks"], rtol=1e-3)
+            assert [c for _, c in ev[i][n]["far_chunks"]] == [c for _, c in
+                                                              ref[n]["far_chunks"]]
+        # the stacked seed as a plain model scores the same
+        alone = T.eval_lm(stack.model(i), corpus.test, ch, [32], bucket=32)
+        assert alone[32]["target"] == pytest.approx(ev[i][32]["target"], rel=1e-5)
+
+
+def test_stacked_training_honours_the_deadline_and_checks_vmap(corpus):
+    stack = S.build(_tiny("rope"), [0, 1], "cpu")
+    with pytest.raises(TimeoutError, match="time budget ran out at step 0"):
+        S.train_lm(stack, corpus.train, steps=5, batch=2, lr=1e-3, deadline=0.0)
+    ok, why = S.vmap_agrees(stack, corpus.train, batch=2)
+    assert ok, why
+    with pytest.raises(ValueError, match="seeds must be distinct"):
+        S.build(_tiny("rope"), [1, 1])
+    with pytest.raises(ValueError, match="lr must be a finite number"):
+        S.train_lm(stack, corpus.train, steps=1, batch=2, lr=0.0)
+
+
+def test_bfloat16_autocast_runs_and_stays_close(corpus):
+    cfg = _tiny("alibi")
+    a, b = S.build(cfg, [0, 1]), S.build(cfg, [0, 1])
+    S.train_lm(a, corpus.train, steps=2, batch=2, lr=1e-3, log_every=1)
+    S.train_lm(b, corpus.train, steps=2, batch=2, lr=1e-3, log_every=1, bf16=True)
+    np.testing.assert_allclose(a.losses[0][1], b.losses[0][1], rtol=2e-2)
+
+
+# -- the far-identifier targets and the corpus file ----------------------------------------------
+
+def test_far_identifier_targets_follow_the_fixed_rule():
+    text = (b"def long_name(x):\n    return x\n" + b"# " + b"." * 150 + b"\n"
+            + b"y = long_name(2)\nz = long_name(3)\nfor i in x: pass\n" + b"." * 150
+            + b"\nfor i in x: pass\n")
+    split = C.Split(np.frombuffer(text, np.uint8).copy(), np.array([0, len(text)]), ("f",))
+    m = C.far_identifier_mask(split)
+    picked = bytes(split.tokens[m])
+    # the second long_name is far from the first (> 128 bytes): its bytes after the first;
+    # the third is near the second; 'for' is a keyword; 'i' and 'x' are too short
+    assert picked == b"ong_name"
+    assert m.sum() == len("ong_name")
+    with pytest.raises(ValueError, match="gap must be an integer >= 1"):
+        C.far_identifier_mask(split, gap=0)
+    with pytest.raises(ValueError, match="min_len must be an integer >= 2"):
+        C.far_identifier_mask(split, min_len=1)
+    # files are separate: an identifier's first occurrence in a file is never a target
+    two = C.Split(np.frombuffer(text * 2, np.uint8).copy(),
+                  np.array([0, len(text), 2 * len(text)]), ("f", "g"))
+    assert C.far_identifier_mask(two).sum() == 2 * len("ong_name")
+
+
+def test_corpus_file_round_trip_and_tamper_check(corpus, tmp_path):
+    path = C.save_corpus(corpus, tmp_path / "c.npz")
+    back = C.load_corpus_file(path)
+    assert back.provenance() == corpus.provenance()
+    assert back.test.names == corpus.test.names
+    np.testing.assert_array_equal(back.train.bounds, corpus.train.bounds)
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["test_tokens"] = arrays["test_tokens"].copy()
+    arrays["test_tokens"][0] ^= 1
+    np.savez_compressed(tmp_path / "bad.npz", **arrays)
+    with pytest.raises(ValueError, match="test split does not match its recorded SHA-256"):
+        C.load_corpus_file(tmp_path / "bad.npz")
+    with pytest.raises(ValueError, match="does not exist"):
+        C.load_corpus_file(tmp_path / "none.npz")
+
+
+# -- the GPU tier's plan, on the CPU at a tiny size ---------------------------------------
+
+def _gpuquick(out, *extra):
+    return subprocess.run([*RUN, "--tier", "gpuquick", "--no-progress", "--out", str(out),
+                           *extra], cwd=ROOT, capture_output=True, text=True, timeout=900)
+
+
+def test_gpu_plan_trains_in_priority_order_writes_units_and_resumes(corpus, tmp_path):
+    sys.path.insert(0, str(ROOT))
+    from experiments.run import TIERS
+
+    cfg = TIERS["gpuquick"]
+    corpus_file = C.save_corpus(corpus, tmp_path / "corpus.npz")
+    out = tmp_path / "out"
+    proc = _gpuquick(out, "--corpus-file", str(corpus_file), "--steps", "3")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(p.name for p in out.iterdir()) == ["results.json", "results.md",
+                                                     "units.jsonl"]
+    lines = (out / "units.jsonl").read_text().splitlines()
+    keys = [json.loads(x)["key"] for x in lines]
+    first, more = cfg["plan"]["first_seeds"], cfg["plan"]["more_seeds"]
+    L = cfg["lm"]["train_length"]
+    expect = [f"lm-{e}-L{L}-s{s}" for e in ENCODINGS for s in first]
+    assert keys[:len(expect)] == expect  # priority 1 first, in order
+    arms = [("pi", "fixed"), ("ntk", "fixed"), ("yarn", "fixed"), ("llama3", "fixed"),
+            ("dynamic", "fixed"), ("pi", "matched"), ("ntk", "matched"),
+            ("yarn", "matched"), ("llama3", "matched")]
+    scale = [f"scale-{k}-{m}-s{s}" for k, m in arms for s in first]
+    assert keys[len(expect):len(expect) + len(scale)] == scale
+    refs = [f"lm-{e}-L{n}-s{s}" for e, n in cfg["plan"]["references"] for s in first]
+    rest = [f"lm-{e}-L{L}-s{s}" for e in ENCODINGS for s in more]
+    assert keys[len(expect) + len(scale):] == refs + rest
+    r = json.loads((out / "results.json").read_text())
+    assert r["schema"] == 3 and r["steps"] == 3 and not r["skipped"]
+    assert len(r["units"]) == len(keys)
+    assert r["provenance"]["code"] == U.code_hash()
+    assert r["corpus"]["test"]["sha256"] == corpus.test.sha256()
+    units = {u["key"]: u for u in r["units"]}
+    lengths = [L * f for f in cfg["lm"]["eval_factors"]]
+    for key in expect:
+        u = units[key]
+        assert u["commit"] and u["steps"] == 3 and [s for s, _ in u["losses"]] == [0, 2]
+        assert sorted(int(n) for n in u["test"]) == lengths
+        for n, v in u["test"].items():
+            if u["encoding"] == "learned" and int(n) > L:
+                assert v is None
+            else:
+                assert math.isfinite(v["target"]) and math.isfinite(v["far"])
+                assert len(v["chunks"]) == cfg["lm"]["n_chunks"]
+    # matched factors: s = n / L at each length past L, through posenc's rope_parameters
+    yarn = units[f"scale-yarn-matched-s{first[0]}"]
+    assert sorted(int(n) for n in yarn["test"]) == [n for n in lengths if n > L]
+    for n, p in yarn["rope_parameters"].items():
+        assert p["factor"] == pytest.approx(int(n) / L) and p["rope_type"] == "yarn"
+    pi = units[f"scale-pi-fixed-s{first[0]}"]
+    assert {p["factor"] for p in pi["rope_parameters"].values()} == {cfg["scaling"]["factor"]}
+    # references: trained at a longer length with the same bytes per step
+    ref = units[refs[-1]]
+    n_ref = cfg["plan"]["references"][-1][1]
+    assert ref["train_length"] == n_ref and sorted(map(int, ref["test"])) == [
+        n for n in lengths if n >= n_ref]
+    assert ref["params"]["batch"] * n_ref == cfg["lm"]["batch"] * L
+    assert "| rope @ 32 | far |" in (out / "results.md").read_text()
+
+    # a second call resumes from the committed form of the units: nothing is trained
+    committed = tmp_path / "committed"
+    committed.mkdir()
+    (committed / "units.jsonl").write_text((out / "units.jsonl").read_text())
+    proc = _gpuquick(tmp_path / "again", "--corpus-file", str(corpus_file), "--steps", "3",
+                     "--resume-from", str(committed))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert " steps in " not in proc.stdout and "scale pi" not in proc.stdout
+    again = json.loads((tmp_path / "again" / "results.json").read_text())
+    assert [u["key"] for u in again["units"]] == [u["key"] for u in r["units"]]
+    assert not (tmp_path / "again" / "units.jsonl").exists()
+    # the files a call brings back assemble again without the plan or any training
+    proc = _gpuquick(tmp_path / "asm", "--corpus-file", str(corpus_file), "--assemble-only",
+                     "--resume-from", str(committed))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    asm = json.loads((tmp_path / "asm" / "results.json").read_text())
+    assert sorted(u["key"] for u in asm["units"]) == sorted(keys) and asm["steps"] == 3
+
+
+def test_gpu_plan_skips_units_that_do_not_fit_the_budget(tmp_path):
+    """With a budget that fits nothing, nothing starts and the results still say why."""
+    out = tmp_path / "out"
+    proc = _gpuquick(out, "--steps", "3", "--time-budget", "2", "--reserve", "1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = json.loads((out / "results.json").read_text())
+    assert r["units"] == [] and r["skipped"]
+    assert "skip lm-nope" in proc.stdout
+    assert "Not run" in (out / "results.md").read_text()
+
+
+def test_gpu_plan_sizes_steps_to_the_budget(corpus):
+    sys.path.insert(0, str(ROOT))
+    from experiments.run import TIERS, GpuPlan
+
+    cfg = json.loads(json.dumps(TIERS["gpuquick"]))
+    cfg["plan"]["max_steps"] = 10**6
+    plan = GpuPlan(cfg, corpus, U.UnitStore(Path("/nonexistent-dir-for-test")),
+                   device="cpu", budget=U.Budget(1000.0, clock=lambda: 0.0, start=0.0),
+                   steps=None, log=lambda *a: None)
+    plan.step_time = {(e, plan.L, len(plan.first)): 0.1 for e in ENCODINGS}
+    # half the budget over six encodings at 0.1 s a step, less an evaluation allowance
+    steps = plan.choose_steps()
+    assert steps % 50 == 0 and 700 <= steps <= 500 / 0.6
+    plan.budget = U.Budget(10.0, clock=lambda: 0.0, start=0.0)
+    assert plan.choose_steps() == cfg["plan"]["min_steps"]
+
+
+def test_the_gpu_tier_model_has_at_least_five_million_parameters():
+    sys.path.insert(0, str(ROOT))
+    from experiments.run import GPU
+
+    for enc in ENCODINGS:
+        m = TinyDecoder(ModelConfig(enc, train_length=GPU["lm"]["train_length"],
+                                    **GPU["model"]))
+        assert m.n_parameters() >= 5_000_000
+    assert GPU["lm"]["train_length"] * max(GPU["lm"]["eval_factors"]) == 8192
+    assert len(GPU["plan"]["first_seeds"]) >= 3
+
+
+# -- statistics ------------------------------------------------------------------------------
+
+def test_holm_controls_the_family():
+    p = [0.01, 0.04, 0.03, 0.005]
+    adj = stats.holm(p)
+    # monotone in the raw p-values, never below them, capped at 1
+    order = np.argsort(p)
+    assert all(np.diff(np.array(adj)[order]) >= 0)
+    assert all(a >= r for a, r in zip(adj, p, strict=True))
+    assert stats.holm([0.9, 0.8]) == [1.0, 1.0]
+    # the issue's case: of five neighbouring pairs at 0.05, Holm can reject fewer
+    raw = [0.001, 0.012, 0.02, 0.03, 0.04]
+    assert sum(a < 0.05 for a in stats.holm(raw)) == 2
+    with pytest.raises(ValueError, match=r"pvalues must lie in \[0, 1\]"):
+        stats.holm([1.5])
+
+
+def test_wilson_interval_stays_in_the_unit_interval():
+    for k in range(6):
+        w = stats.wilson(k, 5)
+        assert 0.0 <= w["lo"] <= w["p"] <= w["hi"] <= 1.0
+    assert stats.wilson(5, 5)["hi"] == 1.0 and stats.wilson(5, 5)["lo"] < 1.0
+    # against the closed form at k = n / 2
+    w = stats.wilson(50, 100)
+    assert w["lo"] == pytest.approx(0.4038, abs=1e-4) and w["hi"] == pytest.approx(0.5962,
+                                                                                   abs=1e-4)
+    with pytest.raises(ValueError, match="need 0 <= k <= n"):
+        stats.wilson(6, 5)
+    with pytest.raises(TypeError, match="k must be an int"):
+        stats.wilson(1.0, 5)
+
+
+def test_paired_t_pvalue_and_bootstrap():
+    # t = 0.4188 with 4 degrees of freedom: two-sided p = 0.6968
+    assert stats.paired_t_pvalue([1, 2, 3, 4, 5], [1.5, 1.2, 3.1, 3.5, 5.2]) == pytest.approx(
+        0.6968, abs=1e-3)
+    rng = np.random.default_rng(0)
+    null = rng.normal(0.0, 1.0, size=(5, 50))
+    b = stats.bootstrap(null)
+    assert b["lo"] < 0 < b["hi"] and b["p"] > 0.05
+    # more seed-to-seed spread widens the interval (seeds are resampled, not only chunks)
+    spread = null + rng.normal(0.0, 2.0, size=(5, 1))
+    assert (stats.bootstrap(spread)["hi"] - stats.bootstrap(spread)["lo"]) > 2 * (
+        b["hi"] - b["lo"])
+    assert stats.bootstrap(null, seed=1)["mean"] == b["mean"]
+    with pytest.raises(ValueError, match="seeds >= 2"):
+        stats.bootstrap([[1.0, 2.0]])
+    with pytest.raises(ValueError, match="n_boot must be an integer >= 100"):
+        stats.bootstrap(null, n_boot=10)
+
+
+def test_vmap_check_catches_mixed_seeds_and_errors(corpus, monkeypatch):
+    stack = S.build(_tiny("t5"), [0, 1], "cpu")
+    real = S._per_seed
+
+    def mixed(fn, n, batched, use_vmap):
+        if not use_vmap:
+            return real(fn, n, batched, False)
+        # a wrong batching rule: every seed gets the next seed's T5 bias
+        def wrong(params, x):
+            p = dict(params)
+            key = "t5.relative_attention_bias.weight"
+            p[key] = p[key].roll(1, 0)
+            return real(fn, n, batched, True)(p, x)
+        return wrong
+
+    monkeypatch.setattr(S, "_per_seed", mixed)
+    ok, why = S.vmap_agrees(stack, corpus.train, batch=2)
+    assert not ok and "losses differ" in why
+
+    def broken(fn, n, batched, use_vmap):
+        if not use_vmap:
+            return real(fn, n, batched, False)
+        def fail(params, x):
+            raise RuntimeError("no batching rule")
+        return fail
+
+    monkeypatch.setattr(S, "_per_seed", broken)
+    ok, why = S.vmap_agrees(stack, corpus.train, batch=2)
+    assert not ok and why == "RuntimeError: no batching rule"
+
+
+def test_gpu_plan_evaluation_falls_back_to_the_loop(corpus, monkeypatch):
+    sys.path.insert(0, str(ROOT))
+    from experiments.run import TIERS, GpuPlan
+
+    logs = []
+    plan = GpuPlan(TIERS["gpuquick"], corpus, U.UnitStore(Path("/nonexistent-dir-for-test")),
+                   device="cpu", budget=U.Budget(None), steps=2, log=logs.append)
+    stack = S.build(plan.cfg("alibi"), [0, 1])
+    want = S.eval_lm(stack, corpus.test, plan.chunks, [64], bucket=32, use_vmap=False)
+    real = S.eval_lm
+
+    def no_vmap_at_long_inputs(*args, use_vmap=True, **kw):
+        if use_vmap:
+            raise RuntimeError("no kernel for this mask under vmap")
+        return real(*args, use_vmap=use_vmap, **kw)
+
+    monkeypatch.setattr(S, "eval_lm", no_vmap_at_long_inputs)
+    got = plan.evaluate("alibi", stack, corpus.test, plan.chunks, [64], None)
+    assert [g[64]["target"] for g in got] == [w[64]["target"] for w in want]
+    assert any("looping" in line for line in logs) and plan.vmap_ok["alibi"]
