@@ -2,7 +2,9 @@
 # One call on a borrowed GPU machine (one H100; nothing there reaches the network):
 #   1. the fused kernel's tests compiled on CUDA (tests/encodings/test_fused.py, TRITON_INTERPRET=0)
 #   2. the GPU tier of the benchmarks (benchmarks/gpu.py -> $OUT/results-gpu.{json,md})
-#   3. the GPU tier of the experiments, with what time is left (experiments/run.py)
+#   3. the GPU tier of the experiments, for the seconds given (experiments/run.py; it needs
+#      the prepared corpus, carried: python experiments/run.py --save-corpus
+#      experiments/.corpus/sympy.npz), into $OUT/exp
 # Everything lands in $OUT as it finishes, so a call cut short keeps what it did.
 # Usage there: OUT=/some/dir bash tools/device_call.sh [experiments seconds]
 # Optional: .whl/*.whl (e.g. liger-kernel, a peer of the benchmarks) installed first.
@@ -26,8 +28,13 @@ echo "== 1. fused kernel tests on CUDA" | tee "$OUT/log.txt"
 timeout 150 python3 -m pytest -q -p no:cacheprovider tests/encodings/test_fused.py 2>&1 | tail -25 | tee -a "$OUT/log.txt"
 echo "== 2. GPU benchmarks ($(( $(date +%s) - t0 )) s in)" | tee -a "$OUT/log.txt"
 timeout 300 python3 benchmarks/gpu.py --out "$OUT" --budget 220 2>&1 | tee -a "$OUT/log.txt" | tail -80
-echo "== 3. experiments, ${EXP_S} s ($(( $(date +%s) - t0 )) s in)" | tee -a "$OUT/log.txt"
-if [ -f experiments/device_cmd.sh ]; then
-  timeout $(( EXP_S + 30 )) bash experiments/device_cmd.sh "$OUT" "$EXP_S" 2>&1 | tail -40 | tee -a "$OUT/log.txt"
+echo "== 3. experiments, ${EXP_S} s budget ($(( $(date +%s) - t0 )) s in)" | tee -a "$OUT/log.txt"
+if [ "$EXP_S" -gt 0 ] && [ -f experiments/.corpus/sympy.npz ]; then
+  mkdir -p "$OUT/exp"
+  timeout $(( EXP_S + 60 )) python3 experiments/run.py --tier gpu --device cuda \
+    --corpus-file experiments/.corpus/sympy.npz --out "$OUT/exp" --time-budget "$EXP_S" \
+    --no-progress > "$OUT/exp/log.txt" 2>&1
+  echo "experiments exit $?" | tee -a "$OUT/log.txt"
+  tail -30 "$OUT/exp/log.txt"
 fi
 echo "== done in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/log.txt"
