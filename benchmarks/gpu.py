@@ -249,7 +249,7 @@ def run_case(case, clock, device, quick, liger, compile_ok, notes):
         from posenc.torch import _triton
 
         default = (_triton.TILE_BYTES, _triton.BLOCK_T_MAX)
-        for tile, bt in ((8192, 32), (8192, 16), (16384, 32), (32768, 16), (32768, 32)):
+        for tile, bt in ((8192, 16), (16384, 16), (16384, 32), (4096, 32), (32768, 32)):
             _triton.TILE_BYTES, _triton.BLOCK_T_MAX = tile, bt
             try:
                 timed(f"tiles {tile} B, {bt} tokens", lambda: rope(q, k, positions=pos_arg))
@@ -329,10 +329,13 @@ def _versions(device):
 
     out = {"python": platform.python_version(), "torch": torch.__version__,
            "numpy": numpy.__version__}
-    for mod in ("triton", "transformers", "liger_kernel"):
+    from importlib.metadata import PackageNotFoundError, version
+
+    for mod, dist in (("triton", "triton"), ("transformers", "transformers"),
+                      ("liger_kernel", "liger-kernel")):
         try:
-            out[mod] = __import__(mod).__version__
-        except Exception:
+            out[mod] = version(dist)
+        except PackageNotFoundError:
             out[mod] = None
     try:
         import posenc
@@ -353,6 +356,8 @@ def _versions(device):
 
 
 def _commit():
+    if os.environ.get("POSENC_COMMIT"):  # named by the command that sent the tree
+        return os.environ["POSENC_COMMIT"], None
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
                              text=True, timeout=20).stdout.strip()
@@ -400,6 +405,8 @@ def write_md(results, path):
         lines.append("")
     if results["skipped"]:
         lines += ["Skipped (time budget): " + ", ".join(results["skipped"]), ""]
+    if results.get("provenance_note"):
+        lines += ["Provenance: " + results["provenance_note"], ""]
     if results["notes"]:
         lines += ["Notes:", ""] + [f"- {n}" for n in results["notes"]] + [""]
     Path(path).write_text("\n".join(lines))

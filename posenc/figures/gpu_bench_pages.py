@@ -157,7 +157,8 @@ def gpu_headlines(results):
 
     Keys are ``gpu_<case>_<slug>`` where the slug names the row (``posenc``,
     ``posenc_inplace``, ``posenc_compiled``, ``rh_compiled``, ``rh_eager``, ``liger``,
-    ``fb_posenc``, ``fb_rh_compiled``, ``fb_liger``) and the value is the ratio to
+    ``fb_posenc``, ``fb_rh_compiled``, ``fb_liger``; ``tiles_<bytes>_<tokens>`` for the
+    kernel's tile-size sweep) and the value is the ratio to
     ``copy_``; ``..._ms`` keys give the time in milliseconds, and
     ``gpu_<case>_err_<slug>`` the relative error against float64 where the run
     checked it.  Rows the run lacks are absent.
@@ -181,6 +182,9 @@ def gpu_headlines(results):
     for cid, case in results["cases"].items():
         for raw, r in case["rows"].items():
             slug = slugs.get(raw)
+            if raw.startswith("tiles "):  # "tiles 8192 B, 32 tokens" -> tiles_8192_32
+                nums = [w for w in raw.replace(",", " ").split() if w.isdigit()]
+                slug = "tiles_" + "_".join(nums)
             if slug is None:
                 continue
             ratio = case["ratios"].get(raw)

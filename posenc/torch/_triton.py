@@ -41,12 +41,13 @@ except ImportError:  # pragma: no cover - older Triton
 
 __all__ = ["interpreting", "launch_rope"]
 
-#: Bytes of ``x`` one step of a program loads (both halves of a tile): enough bytes in
-#: flight per streaming multiprocessor to keep HBM busy, few enough to stay in registers.
-TILE_BYTES = 16384
-#: Tokens per tile at most: more programs (each computes its tokens' cos/sin once and
-#: walks every head), so that each multiprocessor has several to overlap.
-BLOCK_T_MAX = 16
+#: Bytes of ``x`` one step of a program loads (both halves of a tile), and the most tokens
+#: a tile holds.  Measured (benchmarks/gpu.py's sweep, bfloat16 prefill of q and k, 16,384
+#: tokens): 8 KiB x 32 tokens ran at 1.47x copy_ on an H200 where 16 KiB x 16 tokens ran
+#: at 2.12x and 32 KiB tiles at 4.4-7.5x (register spills); float32 1.15x against 1.26x.
+#: 8 KiB x 32 tokens was also the configuration of an earlier H100 run (1.30x).
+TILE_BYTES = 8192
+BLOCK_T_MAX = 32
 
 
 def interpreting() -> bool:

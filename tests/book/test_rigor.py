@@ -196,12 +196,12 @@ ALLOWED_NAMES = {
     "Mixed", "DCA",
     # libraries, tools, systems, companies, datasets
     "PyTorch", "NumPy", "Python", "MyST", "NB", "Linux", "Meta", "README", "WMT", "BLEU",
-    "WikiText", "SHA", "F821", "AllenNLP",
+    "WikiText", "SHA", "F821", "AllenNLP", "Triton", "CUDA", "Liger", "Inductor",
     # people
     "Chen", "Heo", "Kazemnejad", "Liu", "Peng", "Press", "Shaw", "Vaswani", "Barbero", "Yang",
     "Chiang", "Cholak", "Hahn",
     # acronyms and units
-    "API", "CPU", "GPU", "KV", "NaN", "GB", "MB", "KiB", "MiB",
+    "API", "CPU", "GPU", "KV", "NaN", "GB", "MB", "KiB", "MiB", "TB",
     # symbols written outside math in figure labels: PE(p)
     "PE",
 }

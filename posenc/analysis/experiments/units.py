@@ -51,10 +51,10 @@ def code_hash(root: Path = ROOT) -> str:
 
 
 def git_commit(root: Path = ROOT) -> tuple[str | None, bool | None]:
-    """``(commit, dirty)`` of the working tree.  Where there is no git (a tree copied to
-    another machine without its history), the commit is ``$POSENC_COMMIT`` if set (the
-    command that sends the tree names it) and ``None`` otherwise; ``dirty`` is then
-    ``None`` (unknown): the code hash still identifies the code exactly."""
+    """``(commit, dirty)`` of the working tree.  ``$POSENC_COMMIT``, when set, is the
+    commit (the command that sends a tree to another machine names it; ``dirty`` is then
+    ``None``, unknown); otherwise git's HEAD, or ``None`` without git.  The code hash
+    identifies the code exactly either way."""
     def git(*args):
         try:
             return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
@@ -62,9 +62,14 @@ def git_commit(root: Path = ROOT) -> tuple[str | None, bool | None]:
         except (OSError, subprocess.SubprocessError):
             return None
 
+    if os.environ.get("POSENC_COMMIT"):
+        # the command that sent the tree names its commit: a copied tree may carry a .git
+        # of another checkout, whose HEAD is not the code that runs (seen on the device
+        # machine: it reported the session's first commit, dirty)
+        return os.environ["POSENC_COMMIT"], None
     commit = git("rev-parse", "HEAD")
     if commit is None:
-        return os.environ.get("POSENC_COMMIT") or None, None
+        return None, None
     # the package (the model code lives there too) and the scripts, not the results
     status = git("status", "--porcelain", "--", "posenc", ":(glob)experiments/*.py")
     return commit, (None if status is None else bool(status))
