@@ -94,7 +94,7 @@ def model_spectrum_figure(description):
         if length is not None:
             ax.axhline(length, color="0.3", lw=1, ls="--", label=label("models_training_length"))
         title = label(_LAYER_TITLE[layer.layer_type]) if layer.layer_type in _LAYER_TITLE else layer.layer_type
-        ax.set_title(f"{description.name.split(' (')[0]}: {title}", fontsize=10)
+        ax.set_title(description.name.split(" (")[0] + label("colon") + title, fontsize=10)
         ax.set_xlabel(label("models_pair"))
         ax.set_ylabel(label("models_wavelength"))
         ax.legend(fontsize=9, loc="upper left")
