@@ -380,8 +380,8 @@ def yarn_ramp_diagram(dim=128, base=10000.0, factor=8.0, original_length=4096, *
         lo, hi = float(turns[mask].min()), float(turns[mask].max())
         body.append(_rect(0, y, 18, 18, color, rx=2))
         body.append(_text(26, y + 14, label(key)))
-        turns = label("dg_turns") + label("colon") + f"{_num(lo)} – {_num(hi)}"
-        body.append(_text(WIDTH - 4, y + 14, turns,
+        span = label("dg_turns") + label("colon") + f"{_num(lo)} – {_num(hi)}"
+        body.append(_text(WIDTH - 4, y + 14, span,
                           anchor="end", fill=MUTED))
         y += 26
     return _svg(body, y + 4, label("dg_yarn_title"))
