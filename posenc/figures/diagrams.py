@@ -55,7 +55,7 @@ add_labels({
     "dg_pipe_title": {"en": "Where the position enters attention",
                       "zh": "位置从哪里进入注意力"},
     "dg_pair_title": {"en": "One pair of features, turned by the angle mθ",
-                      "zh": "一对特征，转过角度 mθ"},
+                      "zh": "一个维度对，转过角度 mθ"},
     "dg_before": {"en": "x (position 0)", "zh": "x（位置 0）"},
     "dg_after": {"en": "R(mθ) x (position m)", "zh": "R(mθ) x（位置 m）"},
     "dg_same_length": {"en": "same length, only the angle changes",

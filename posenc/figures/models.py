@@ -27,11 +27,11 @@ add_labels({
     "models_col_model": {"en": "model", "zh": "模型"},
     "models_col_type": {"en": "rope type", "zh": "类型"},
     "models_col_base": {"en": "base", "zh": "基数"},
-    "models_col_rotated": {"en": "rotated", "zh": "旋转的特征"},
+    "models_col_rotated": {"en": "rotated", "zh": "参与旋转的维数"},
     "models_col_scaling": {"en": "scaling", "zh": "缩放"},
     "models_col_lengths": {"en": "trained / configured", "zh": "训练 / 配置长度"},
     "models_col_layers": {"en": "layers", "zh": "层"},
-    "models_col_longest": {"en": "longest λ / L", "zh": "最长波长 / L"},
+    "models_col_longest": {"en": "longest λ / L", "zh": "最长波长 λ / L"},
     "models_col_turning": {"en": "pairs turning in L", "zh": "L 内转满一圈的维度对"},
     "models_table_note": {
         "en": "λ: wavelength of the slowest pair of the global layers as pretrained; "

@@ -191,6 +191,7 @@ ALLOWED_LOWERCASE = {
     "posenc", "softmax", "numpy", "torch", "transformers", "nox", "pytest", "jieba",
     "ruff", "pyflakes", "tensor2tensor", "fairseq", "glibc", "dropout", "arange", "timm",
     "sin", "cos", "logits", "ms", "gpt-oss",
+    "rotary-embedding-torch",
 }
 
 # Capitalised English words that may stand in Chinese prose: names of models, libraries,
@@ -320,8 +321,8 @@ def stray_english(prose: str) -> list[str]:
         if prose[match.end():match.end() + 1] in ("=", "("):
             continue  # code: a keyword argument (out=) or a call (apply_rope(...))
         word = match.group().strip(".'/-+")
-        if word in ALLOWED_LOWERCASE:
-            continue
+        if word in ALLOWED_LOWERCASE or re.search(r"[._]", word):
+            continue  # an allowed name, or code: a path, a dotted or snake_case name
         parts = [part for part in re.split(r"[-/]", word) if part]
         named = any(re.match(r"[A-Z0-9]", part) for part in parts)
         allowed = ALLOWED_LOWERCASE | (ALLOWED_NAME_PARTS if named else set())
@@ -645,3 +646,24 @@ def test_zh_code_comments_are_chinese(page):
     hits = [c for cell in visible_code_cells(page.read_text(encoding="utf-8"))
             for c in english_comments(cell)]
     assert not hits, f"{_rel(page)}: English comments in visible code cells: {hits}"
+
+
+# -- 5. links in rendered Chinese text (the site test reads every built zh page) ---------
+
+@pytest.mark.parametrize(
+    "html, hits",
+    [('<p>按 <a href="x"><span>长上下文：让 RoPE 越过训练长度</span></a> 一章</p>', 2),
+     ('<p>见 <a class="reference internal" href="x">注意力看不见顺序</a>。</p>', 1),
+     ('<p>后面的 <a href="f">图 5</a> 把两者</p>', 1),
+     ('<p>提出 <a href="g">NTK-aware 缩放</a> 的帖子</p>', 1),
+     ('<p>按“<a href="x">长上下文：让 RoPE 越过训练长度</a>”一章</p>', 0),
+     ('<p>见“<a href="x">注意力看不见顺序</a>”。</p>', 0),
+     ('<p>后面的<a href="f">图 5</a> 把两者；提出 <a href="g">NTK-aware 缩放</a>的帖子</p>', 0),
+     ('<p>用 <a href="r">RoPE</a> 旋转；见 <a href="c">Su et al., 2021</a>。</p>', 0),
+     ('<p>按\n<a href="x">长上下文</a>\n一章</p>', 2),
+     ('<h2>标题<a class="headerlink" href="#t">#</a></h2><pre>见 <a>代码</a></pre>', 0)],
+)
+def test_link_space_rule(html, hits):
+    from zh_links import link_space_hits
+
+    assert len(link_space_hits(html)) == hits, link_space_hits(html)
