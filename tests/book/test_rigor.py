@@ -211,7 +211,7 @@ ALLOWED_NAMES = {
     "Mixed", "DCA",
     # libraries, tools, systems, companies, datasets
     "PyTorch", "NumPy", "Python", "MyST", "NB", "Linux", "Meta", "README", "WMT", "BLEU",
-    "WikiText", "SHA", "F821", "AllenNLP",
+    "WikiText", "SHA", "F821", "AllenNLP", "GitHub",
     # people
     "Chen", "Heo", "Kazemnejad", "Liu", "Peng", "Press", "Shaw", "Vaswani", "Barbero", "Yang",
     "Chiang", "Cholak", "Hahn",
