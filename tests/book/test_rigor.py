@@ -208,7 +208,7 @@ ALLOWED_NAMES = {
     # the experiments chapter: a corpus package, Student's t, an author
     "SymPy", "Student", "Haviv",
     "Qwen", "Scout", "Maverick", "JSON", "OpenAI", "MaxText", "LongRoPE2", "VideoRoPE",
-    "Mixed", "DCA",
+    "Mixed", "DCA", "ReRoPE", "FlashAttention",
     # libraries, tools, systems, companies, datasets
     "PyTorch", "NumPy", "Python", "MyST", "NB", "Linux", "Meta", "README", "WMT", "BLEU",
     "WikiText", "SHA", "F821", "AllenNLP", "GitHub",
@@ -221,7 +221,8 @@ ALLOWED_NAMES = {
     "PE",
 }
 # Names of more than one word, removed before the word check.
-ALLOWED_NAME_PHRASES = ("Hugging Face", "The Annotated Transformer", "AI Stack Exchange")
+ALLOWED_NAME_PHRASES = ("Hugging Face", "The Annotated Transformer", "AI Stack Exchange",
+                        "Leaky ReRoPE")
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 CODE_FENCE = re.compile(r"^(`{3,}|~{3,})\s*(.*)$")
