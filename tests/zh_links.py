@@ -15,6 +15,10 @@ import re
 
 CJK = "\u4e00-\u9fff，。、；：？！（）“”《》"
 OPEN, CLOSE = "\ue001", "\ue002"   # stand for a link's start and end in the page's text
+BLOCK = "\ue003"                    # a block's edge: text in two blocks is not adjacent
+BLOCKS = ("p", "li", "dd", "dt", "td", "th", "h1", "h2", "h3", "h4", "h5", "h6", "div",
+          "figcaption", "caption", "table", "tr", "ul", "ol", "dl", "section", "blockquote",
+          "nav", "aside", "header", "footer")
 _BEFORE = re.compile(f"[{CJK}][ \\t\\n\\u3000]+{OPEN}[{CJK}]")
 _AFTER = re.compile(f"[{CJK}]{CLOSE}[ \\t\\n\\u3000]+[{CJK}]")
 
@@ -29,6 +33,9 @@ def link_space_hits(html: str) -> list[str]:
     root = soup.select_one("article") or soup
     for skip in root.select("a.headerlink, pre, code, script, style, math"):
         skip.decompose()
+    for block in root.find_all(BLOCKS):
+        block.insert(0, BLOCK)
+        block.append(BLOCK)
     for a in root.find_all("a"):
         a.insert_before(OPEN)
         a.insert_after(CLOSE)
@@ -37,5 +44,6 @@ def link_space_hits(html: str) -> list[str]:
     for pattern in (_BEFORE, _AFTER):
         for m in pattern.finditer(text):
             around = text[max(m.start() - 10, 0):m.end() + 10]
-            hits.append(around.replace(OPEN, "‹").replace(CLOSE, "›").replace("\n", " "))
+            around = around.replace(OPEN, "‹").replace(CLOSE, "›").replace(BLOCK, "")
+            hits.append(around.replace("\n", " "))
     return hits

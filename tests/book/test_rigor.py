@@ -662,7 +662,11 @@ def test_zh_code_comments_are_chinese(page):
      ('<p>后面的<a href="f">图 5</a> 把两者；提出 <a href="g">NTK-aware 缩放</a>的帖子</p>', 0),
      ('<p>用 <a href="r">RoPE</a> 旋转；见 <a href="c">Su et al., 2021</a>。</p>', 0),
      ('<p>按\n<a href="x">长上下文</a>\n一章</p>', 2),
-     ('<h2>标题<a class="headerlink" href="#t">#</a></h2><pre>见 <a>代码</a></pre>', 0)],
+     ('<h2>标题<a class="headerlink" href="#t">#</a></h2><pre>见 <a>代码</a></pre>', 0),
+     # separate list items and table cells are not one line of text
+     ('<ul><li><a href="a">注意力看不见顺序</a></li>\n<li><a href="b">正弦位置编码</a></li></ul>', 0),
+     ('<tr><td>往回走</td>\n<td><a href="c">平移就是旋转</a></td></tr>', 0),
+     ('<p>变小的。\n<a href="f">图 19</a> 里的点线</p>', 1)],
 )
 def test_link_space_rule(html, hits):
     from zh_links import link_space_hits
