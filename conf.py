@@ -40,6 +40,8 @@ LANGUAGES = {
         "copyright": "2026, the posenc authors",
         "name": "English",
         "search_language": "en",
+        "notfound_title": "Page not found",
+        "notfound_body": "Unfortunately we couldn't find the content you were looking for.",
     },
     "zh": {
         "sphinx_language": "zh_CN",
@@ -49,6 +51,9 @@ LANGUAGES = {
         "copyright": "2026，posenc 项目组",
         "name": "中文",
         "search_language": "zh",
+        "notfound_title": "找不到这个页面",
+        "notfound_body": "抱歉，这里没有你要找的内容：链接可能写错了，或者页面已经改名。"
+                         "请从左侧的目录或搜索框找到它。",
     },
 }
 
@@ -238,5 +243,10 @@ ogp_custom_meta_tags = [
       for code, loc in _OG_LOCALES.items() if code != BOOK_LANG),
 ]
 notfound_urls_prefix = f"{urlsplit(SITE_URL).path}{BOOK_LANG}/"
+# sphinx-notfound-page writes its English words unless told: each language's own.
+notfound_context = {
+    "title": _L["notfound_title"],
+    "body": f"<h1>{_L['notfound_title']}</h1>\n\n<p>{_L['notfound_body']}</p>",
+}
 
 suppress_warnings = ["mystnb.unknown_mime_type"]

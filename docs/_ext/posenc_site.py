@@ -124,6 +124,10 @@ def notebook_page_context(
             if text in urls:
                 button["url"] = urls[text]
                 button["label"] = f"launch-{text.lower()}"
+                # the theme joins "Launch on" + " Binder": 运行于 Binder reads as a
+                # translation; a Chinese sentence puts the service in the middle
+                if app.config.posenc_book_lang == "zh":
+                    button["tooltip"] = f"在 {text} 中运行"
 
 
 # -- Chinese search ------------------------------------------------------------------

@@ -353,7 +353,7 @@
       svg.setAttribute("height", Math.ceil(height));
       svg.setAttribute("viewBox", `0 0 ${W} ${Math.ceil(height)}`);
       plot.dataset.key = key;
-      live.textContent = spec.controls.map((c) => `${c.label}: ${c.options[state[c.id]].text}`).join(" · ");
+      live.textContent = spec.controls.map((c) => `${c.label}${spec.colon || ": "}${c.options[state[c.id]].text}`).join(" · ");
     };
     draw();
     if (window.ResizeObserver) {

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -616,9 +617,21 @@ def _fmt_len(n):
     return "-" if n is None else f"{n:,}"
 
 
-def format_description(d: ModelDescription) -> str:
-    """A few lines of text for the terminal (what ``python -m posenc inspect`` prints)."""
+def format_description(d: ModelDescription, language: str | None = None) -> str:
+    """A few lines of text for the terminal (what ``python -m posenc inspect`` prints).
+
+    ``language`` (``"en"`` or ``"zh"``) defaults to the book's current language
+    (:func:`posenc.figures.set_language`), so a Chinese page prints Chinese lines; the
+    values (rope types, layouts, numbers) are the config's own and stay as they are.
+    """
+    from .._language import check_language, get_language
+
+    lang = get_language() if language is None else check_language(language)
+    if not isinstance(d, ModelDescription):
+        raise TypeError(f"d must be a posenc.atlas.ModelDescription, got {type(d).__name__}")
     r = d.row()
+    if lang == "zh":
+        return _format_description_zh(d, r)
     lines = [
         f"{d.name}",
         f"  rope type         {r['rope_type']}    base {r['base']}",
@@ -636,4 +649,54 @@ def format_description(d: ModelDescription) -> str:
             f"{r['original_length']:,} tokens"
         )
     lines += [f"  note              {n}" for n in d.notes]
+    return "\n".join(lines)
+
+
+# The notes describe_config writes, in Chinese (a note not listed stays as written).
+_NOTES_ZH = (
+    (re.compile(r"MLA: (\d+) of (\d+) query/key features rotated"),
+     r"MLA：查询和键的 \2 维里有 \1 维参与旋转"),
+    (re.compile(r"proportional: the unrotated pairs have frequency 0"),
+     "proportional：不旋转的维度对频率为 0"),
+)
+_KINDS_ZH = {"sliding": ("滑动窗口层", "窗口"), "chunked": ("分块注意力层", "块长")}
+
+
+def _layers_zh(d: ModelDescription) -> str:
+    parts = []
+    for layer in d.layers:
+        n = "" if layer.layers is None else f"{layer.layers} 个"
+        if layer.window is None:
+            parts.append(n + "全局层")
+        else:
+            kind, size = _KINDS_ZH.get(str(layer.window_kind), (str(layer.window_kind), "窗口"))
+            parts.append(f"{n}{kind}（{size} {layer.window}）")
+    if d.nope_layers:
+        parts.append(f"{d.nope_layers} 个 NoPE 全局层")
+    return " + ".join(parts)
+
+
+def _format_description_zh(d: ModelDescription, r: dict[str, Any]) -> str:
+    def line(name: str, value: str) -> str:
+        width = sum(2 if "\u4e00" <= ch <= "\u9fff" else 1 for ch in name)
+        return f"  {name}{' ' * (14 - width)}{value}"
+
+    lines = [
+        f"{d.name}",
+        line("RoPE 类型", f"{r['rope_type']}    基数 {r['base']}"),
+        line("参与旋转", f"全局层每头 {r['rotated']} 维（{r['rotated_fraction']:.0%}），"
+                     f"布局 {r['layout']}"),
+        line("缩放", f"{r['scaling']}，注意力因子 {r['attention_factor']:.4g}"),
+        line("长度", f"训练 {_fmt_len(r['original_length'])}，"
+                   f"配置 {_fmt_len(r['max_length'])}"),
+        line("层", _layers_zh(d)),
+        line("最长波长", f"{r['longest_wavelength']:,.0f} 个词元"),
+    ]
+    if r["pairs_turning"] is not None:
+        lines.append(line("转满一圈", f"{r['original_length']:,} 个词元内，{r['pairs']} 个维度对"
+                                   f"里有 {r['pairs_turning']} 个转满一圈"))
+    for note in d.notes:
+        for pattern, words in _NOTES_ZH:
+            note = pattern.sub(words, note)
+        lines.append(line("备注", note))
     return "\n".join(lines)

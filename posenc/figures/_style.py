@@ -75,6 +75,8 @@ _state = {"cjk_family": None}
 #: keys with :func:`add_labels`; a key must have both languages.
 LABELS: dict[str, dict[str, str]] = {
     "position": {"en": "position $p$", "zh": "位置 $p$"},
+    # the colon between a name and what follows it in a title: full width in Chinese
+    "colon": {"en": ": ", "zh": "："},
     "dimension": {"en": "dimension $j$", "zh": "维度 $j$"},
     "value": {"en": "value", "zh": "取值"},
     "offset": {"en": "offset $k$", "zh": "偏移 $k$"},

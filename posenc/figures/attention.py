@@ -12,7 +12,7 @@ from ._style import add_labels, label, new_figure
 __all__ = ["permuted_attention_outputs", "encoding_pipeline", "alibi_bias_figure"]
 
 add_labels({
-    "attn_output_feature": {"en": "output feature", "zh": "输出特征"},
+    "attn_output_feature": {"en": "output feature", "zh": "输出维度"},
     "attn_token": {"en": "token", "zh": "词元"},
     "attn_sentence": {"en": "“{s}”", "zh": "“{s}”"},
     "attn_value": {"en": "output value", "zh": "输出值"},

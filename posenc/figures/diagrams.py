@@ -55,7 +55,7 @@ add_labels({
     "dg_pipe_title": {"en": "Where the position enters attention",
                       "zh": "位置从哪里进入注意力"},
     "dg_pair_title": {"en": "One pair of features, turned by the angle mθ",
-                      "zh": "一对特征，转过角度 mθ"},
+                      "zh": "一个维度对，转过角度 mθ"},
     "dg_before": {"en": "x (position 0)", "zh": "x（位置 0）"},
     "dg_after": {"en": "R(mθ) x (position m)", "zh": "R(mθ) x（位置 m）"},
     "dg_same_length": {"en": "same length, only the angle changes",
@@ -380,7 +380,8 @@ def yarn_ramp_diagram(dim=128, base=10000.0, factor=8.0, original_length=4096, *
         lo, hi = float(turns[mask].min()), float(turns[mask].max())
         body.append(_rect(0, y, 18, 18, color, rx=2))
         body.append(_text(26, y + 14, label(key)))
-        body.append(_text(WIDTH - 4, y + 14, f"{label('dg_turns')}: {_num(lo)} – {_num(hi)}",
+        span = label("dg_turns") + label("colon") + f"{_num(lo)} – {_num(hi)}"
+        body.append(_text(WIDTH - 4, y + 14, span,
                           anchor="end", fill=MUTED))
         y += 26
     return _svg(body, y + 4, label("dg_yarn_title"))

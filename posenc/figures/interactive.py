@@ -93,7 +93,7 @@ add_labels({
     "ix_text_after": {"en": "text after", "zh": "后续文本"},
     "ix_text": {"en": "text", "zh": "文本"},
     "ix_image": {"en": "image", "zh": "图像"},
-    "ix_ids": {"en": "(time, row, column)", "zh": "（时间, 行, 列）"},
+    "ix_ids": {"en": "(time, row, column)", "zh": "（时间，行，列）"},
     "ix_nojs": {"en": "This interactive figure needs JavaScript; the static figure on this "
                       "page shows the same quantity for one setting.",
                 "zh": "这张交互图需要浏览器运行脚本；本页的静态图给出了同一个量在某一种设置下的样子。"},
@@ -181,7 +181,7 @@ def _figure(kind: str, title_key: str, controls: list[dict], keys: list[str], da
     return InteractiveFigure({
         "kind": kind, "lang": lang, "title": label(title_key), "controls": controls,
         "keys": keys, "data": data, "text": {k: label(v) for k, v in text.items()},
-        "digits": digits,
+        "digits": digits, "colon": label("colon"),  # 步长：2 in Chinese, step: 2 in English
     })
 
 

@@ -27,11 +27,11 @@ add_labels({
     "models_col_model": {"en": "model", "zh": "模型"},
     "models_col_type": {"en": "rope type", "zh": "类型"},
     "models_col_base": {"en": "base", "zh": "基数"},
-    "models_col_rotated": {"en": "rotated", "zh": "旋转的特征"},
+    "models_col_rotated": {"en": "rotated", "zh": "参与旋转的维数"},
     "models_col_scaling": {"en": "scaling", "zh": "缩放"},
     "models_col_lengths": {"en": "trained / configured", "zh": "训练 / 配置长度"},
     "models_col_layers": {"en": "layers", "zh": "层"},
-    "models_col_longest": {"en": "longest λ / L", "zh": "最长波长 / L"},
+    "models_col_longest": {"en": "longest λ / L", "zh": "最长波长 λ / L"},
     "models_col_turning": {"en": "pairs turning in L", "zh": "L 内转满一圈的维度对"},
     "models_table_note": {
         "en": "λ: wavelength of the slowest pair of the global layers as pretrained; "
@@ -94,7 +94,7 @@ def model_spectrum_figure(description):
         if length is not None:
             ax.axhline(length, color="0.3", lw=1, ls="--", label=label("models_training_length"))
         title = label(_LAYER_TITLE[layer.layer_type]) if layer.layer_type in _LAYER_TITLE else layer.layer_type
-        ax.set_title(f"{description.name.split(' (')[0]}: {title}", fontsize=10)
+        ax.set_title(description.name.split(" (")[0] + label("colon") + title, fontsize=10)
         ax.set_xlabel(label("models_pair"))
         ax.set_ylabel(label("models_wavelength"))
         ax.legend(fontsize=9, loc="upper left")

@@ -304,3 +304,37 @@ def test_atlas_table_stacks_on_a_phone():
         BookTable(["a"], [["x"]], stack="yes")
     css = (Path(__file__).resolve().parents[2] / "docs/_static/posenc.css").read_text()
     assert "table.posenc-stack td::before" in css and "attr(data-label)" in css
+
+
+# -- the printouts follow the page's language (issue 34) -------------------------------------
+
+
+def test_format_description_speaks_the_page_language():
+    """The zh page prints format_description under a translated table: its lines are
+    Chinese (the values -- rope types, layouts, numbers -- are the config's own); the
+    language follows posenc.figures.set_language unless given."""
+    import re
+
+    import posenc.figures as pf
+    from posenc.atlas import format_description
+
+    for d in atlas():
+        en = format_description(d, "en").splitlines()
+        zh = format_description(d, "zh").splitlines()
+        assert len(en) == len(zh) and en[0] == zh[0] == d.name
+        for line in zh[1:]:
+            name = line.strip().split()[0]
+            assert re.search(r"[\u4e00-\u9fff]", line.strip().split("  ")[0]), line
+            assert not re.search(r"\b(features|tokens|of|within|trained|configured|"
+                                 r"layers?|global|sliding|chunked|note|factor)\b", line), line
+            assert name
+    try:
+        pf.set_language("zh")
+        assert format_description(atlas()[0]) == format_description(atlas()[0], "zh")
+    finally:
+        pf.set_language("en")
+    assert format_description(atlas()[0]) == format_description(atlas()[0], "en")
+    with pytest.raises(ValueError, match="language"):
+        format_description(atlas()[0], "fr")
+    with pytest.raises(TypeError, match="ModelDescription"):
+        format_description({"rope_theta": 1.0})

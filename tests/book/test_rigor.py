@@ -16,7 +16,11 @@ catches the phrasings it is meant to catch and leaves legitimate words alone.
 from __future__ import annotations
 
 import ast
+import builtins
+import io
+import keyword
 import re
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -162,6 +166,10 @@ BANNED_ZH = {
     "可学习的绝对位置": "可学习位置嵌入",
     "Vision Transformer": "视觉 Transformer（ViT）",
     "English 版本": "英文版",
+    "头宽": "头维度（每头 d 维）",
+    "缩放可学习位置嵌入": "把可学习位置嵌入插值到新网格（缩放专指 RoPE 的缩放规则）",
+    "即时模式": "即时执行（eager）",
+    "逐个运算": "逐个算子",
 }
 
 # Variants that need a pattern: (pattern, what it matches) -> the book's term.
@@ -169,6 +177,12 @@ BANNED_ZH_PATTERNS = {
     (r"(?<!代码)单元(?!格|测试)", "单元"): "单元格",
     (r"一对维度(?!对)|第 \$?\w\$? 对维度|\d+ 对维度(?!对)", "对每一对维度"): "维度对（每个维度对、第 i 个维度对）",
     (r"`\s*×\s*`\w", "× `clone` 简写"): "是 `x.clone()` 的 … 倍",
+    # a head's (or a vector's) dimensions are 维, not 特征: "192 维里只有 64 维参与旋转"
+    (r"特征(?!值|向量)", "特征"): "维（每头 d 维：“192 维里只有 64 维参与旋转”）",
+    (r"推广到更长", "推广到更长的输入"): "泛化（长度泛化）",
+    # a GitHub issue is 议题, as the pitfalls chapter says: 25306 号议题, 议题追踪
+    (r"\d+\s*号问题|问题追踪|问题讨论串|公开的问题讨论|问题区|(?:提交|开一个)问题",
+     "GitHub 的 issue 叫问题"): "议题（25306 号议题、议题讨论串）",
 }
 
 # English words that may stand in Chinese prose: names and terms of art that have no
@@ -176,7 +190,8 @@ BANNED_ZH_PATTERNS = {
 ALLOWED_LOWERCASE = {
     "posenc", "softmax", "numpy", "torch", "transformers", "nox", "pytest", "jieba",
     "ruff", "pyflakes", "tensor2tensor", "fairseq", "glibc", "dropout", "arange", "timm",
-    "sin", "cos", "logits", "ms",
+    "sin", "cos", "logits", "ms", "gpt-oss",
+    "rotary-embedding-torch",
 }
 
 # Capitalised English words that may stand in Chinese prose: names of models, libraries,
@@ -193,10 +208,10 @@ ALLOWED_NAMES = {
     # the experiments chapter: a corpus package, Student's t, an author
     "SymPy", "Student", "Haviv",
     "Qwen", "Scout", "Maverick", "JSON", "OpenAI", "MaxText", "LongRoPE2", "VideoRoPE",
-    "Mixed", "DCA",
+    "Mixed", "DCA", "ReRoPE", "FlashAttention",
     # libraries, tools, systems, companies, datasets
     "PyTorch", "NumPy", "Python", "MyST", "NB", "Linux", "Meta", "README", "WMT", "BLEU",
-    "WikiText", "SHA", "F821", "AllenNLP", "Triton", "CUDA", "Liger", "Inductor",
+    "WikiText", "SHA", "F821", "AllenNLP", "GitHub", "Triton", "CUDA", "Liger", "Inductor",
     # people
     "Chen", "Heo", "Kazemnejad", "Liu", "Peng", "Press", "Shaw", "Vaswani", "Barbero", "Yang",
     "Chiang", "Cholak", "Hahn",
@@ -206,7 +221,8 @@ ALLOWED_NAMES = {
     "PE",
 }
 # Names of more than one word, removed before the word check.
-ALLOWED_NAME_PHRASES = ("Hugging Face", "The Annotated Transformer", "AI Stack Exchange")
+ALLOWED_NAME_PHRASES = ("Hugging Face", "The Annotated Transformer", "AI Stack Exchange",
+                        "Leaky ReRoPE")
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 CODE_FENCE = re.compile(r"^(`{3,}|~{3,})\s*(.*)$")
@@ -287,15 +303,31 @@ def zh_prose(text: str, fill: str = " ") -> str:
 
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.+'/-]*")
 
+# The lowercase parts a hyphenated *name* may have (NTK-aware, BERT-base, Phi-3-mini): a
+# name's part, not a word of prose.  An all-lowercase compound (pre-norm, rotate-half)
+# is checked part by part against ALLOWED_LOWERCASE, like a single word.
+ALLOWED_NAME_PARTS = {"aware", "base", "mini"}
+
 
 def stray_english(prose: str) -> list[str]:
-    """Lowercase English words in Chinese prose that are not allowed names."""
+    """Lowercase English words in Chinese prose that are not allowed names.
+
+    A compound (pre-norm, cos/sin, NTK-aware) is split at its hyphens and slashes: each
+    part made of lowercase letters must be allowed, a whole lowercase name (gpt-oss) or
+    one of ALLOWED_LOWERCASE; in a name with a capitalised part, one of
+    ALLOWED_NAME_PARTS.  Parts with digits or underscores are code or versions.
+    """
     hits = []
     for match in WORD.finditer(prose):
         if prose[match.end():match.end() + 1] in ("=", "("):
             continue  # code: a keyword argument (out=) or a call (apply_rope(...))
         word = match.group().strip(".'/-+")
-        if re.fullmatch(r"[a-z]{2,}", word) and word not in ALLOWED_LOWERCASE:
+        if word in ALLOWED_LOWERCASE or re.search(r"[._]", word):
+            continue  # an allowed name, or code: a path, a dotted or snake_case name
+        parts = [part for part in re.split(r"[-/]", word) if part]
+        named = any(re.match(r"[A-Z0-9]", part) for part in parts)
+        allowed = ALLOWED_LOWERCASE | (ALLOWED_NAME_PARTS if named else set())
+        if any(re.fullmatch(r"[a-z]{2,}", part) and part not in allowed for part in parts):
             hits.append(word)
     return hits
 
@@ -359,7 +391,11 @@ def test_zh_prose_strips_code_math_roles_and_links():
      ("LLaMA 和 Hugging Face 的 KV 缓存，1.3 × clone", ["clone"]),
      ("即时执行（eager）；“man bites dog”；为 *dog* 算出；对半（half）布局", []),
      ("交错（interleaved 布局；另见下文）", ["interleaved"]),
-     ("用 out= 参数，或调用 apply_rope(x)；out 张量", ["out"])],
+     ("用 out= 参数，或调用 apply_rope(x)；out 张量", ["out"]),
+     # hyphenated and slashed compounds are words too (experiments.md had 层 pre-norm)
+     ("两层 pre-norm 解码器；rotate-half 布局", ["pre-norm", "rotate-half"]),
+     ("按 NTK-style 缩放；用 sin/cosine", ["NTK-style", "sin/cosine"]),
+     ("NTK-aware、BERT-base、Phi-3-mini、gpt-oss、cos/sin、GB/s、float32/float64", [])],
 )
 def test_stray_english_rule(text, expected):
     assert stray_english(zh_prose(text)) == expected
@@ -386,7 +422,14 @@ def test_banned_terms_rule():
      ("可学习的位置表失败得更早", "可学习的位置表"),
      ("Vision Transformer 把图像切成图块", "Vision Transformer"),
      ("跳转到同一页的 English 版本", "English 版本"),
-     ("（{glue:text}`bench_rotate_half_vs_clone:.1f` × `clone`）", "× `clone` 简写")],
+     ("（{glue:text}`bench_rotate_half_vs_clone:.1f` × `clone`）", "× `clone` 简写"),
+     # pass 3 (issue 34): the new chapters' drift
+     ("头宽为 128 的注意力头", "头宽"), ("192 个特征里，只有 64 个会旋转", "特征"),
+     ("前一半特征完全不变", "特征"), ("NoPE 推广到更长输入的能力", "推广到更长的输入"),
+     ("在 `transformers` 的 25306 号问题里", "GitHub 的 issue 叫问题"),
+     ("## 问题追踪里的错误", "GitHub 的 issue 叫问题"),
+     ("## 缩放可学习位置嵌入", "缩放可学习位置嵌入"),
+     ("与即时模式（eager）的自动求导比对", "即时模式"), ("逐个运算地执行", "逐个运算")],
 )
 def test_banned_terms_rule_catches_the_old_variants(phrase, banned):
     assert any(hit.startswith(f"{banned} (use") for hit in banned_hits(phrase)), phrase
@@ -397,7 +440,10 @@ def test_banned_terms_rule_catches_the_old_variants(phrase, banned):
     ["单元格在这个解上检验", "本包的单元测试", "每个维度对各做一次旋转", "第 $i$ 个维度对",
      "一对维度对", "基数取 100", "图块按光栅顺序编号", "热力图", "原始上下文窗口",
      "可学习位置嵌入", "视觉 Transformer（ViT）", "英文版", "是 `x.clone()` 的 1.3 倍",
-     "{glue:text}`md_side` × {glue:text}`md_side`", "512 × 512 时"],
+     "{glue:text}`md_side` × {glue:text}`md_side`", "512 × 512 时",
+     "头维度为 128", "192 维里只有 64 维参与旋转", "矩阵的特征值", "长度泛化",
+     "25306 号议题", "议题追踪", "出了什么问题", "把可学习位置嵌入插值到新网格",
+     "与即时执行（eager）的自动求导比对", "逐个算子执行"],
 )
 def test_banned_terms_rule_leaves_the_book_terms(phrase):
     assert banned_hits(phrase) == [], phrase
@@ -483,6 +529,17 @@ def zh_labels(source: str) -> list[str]:
     return labels
 
 
+# A half-width colon, comma or semicolon next to a Chinese character: "（时间, 行, 列）",
+# "Gemma 4 31B: 滑动窗口层" (the Chinese forms are ： ， ；).
+HALF_WIDTH_PUNCT = re.compile(r"[\u4e00-\u9fff（）][,:;]|[,:;]\s*[\u4e00-\u9fff（]")
+
+
+def test_half_width_punctuation_rule():
+    assert HALF_WIDTH_PUNCT.search("（时间, 行, 列）")
+    assert HALF_WIDTH_PUNCT.search("Gemma 4 31B: 滑动窗口层")
+    assert not HALF_WIDTH_PUNCT.search("（时间，行，列）；Gemma 4 31B：滑动窗口层；$s = n/L$, 1:2")
+
+
 def label_prose(label: str, fill: str = " ") -> str:
     label = re.sub(r"\$[^$]*\$", fill, label)            # math
     label = re.sub(r"\{[^{}]*\}", fill, label)           # format fields
@@ -502,4 +559,116 @@ def test_zh_figure_labels_use_the_book_terms(module):
         problems += lowercase_k_hits(label_prose(text))
         if re.search(r"[\u4e00-\u9fff]\s*[()]", text):
             problems.append(f"half-width bracket in {text!r} (use （ ）)")
+        if HALF_WIDTH_PUNCT.search(label_prose(text)):
+            problems.append(f"half-width colon or comma in {text!r} (use ： ，)")
     assert not problems, f"{_rel(module)}: {problems}"
+
+
+# -- 4. the comments a Chinese reader sees in code cells ---------------------------------
+
+CODE_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
+
+
+def visible_code_cells(text: str) -> list[str]:
+    """The code cells a reader sees (folded ``hide-input`` ones too), options left out."""
+    cells = []
+    for m in CODE_CELL.finditer(text):
+        lines = m.group(1).split("\n")
+        if lines and lines[0].strip() == "---":  # options as a YAML block
+            end = lines.index("---", 1)
+            lines = [f":{line}" for line in lines[1:end]] + lines[end + 1:]
+        options = [line for line in lines if line.startswith(":")]
+        if not any("remove-cell" in o or "remove-input" in o for o in options):
+            cells.append("\n".join(line for line in lines if not line.startswith(":")))
+    return cells
+
+
+def english_comments(code: str) -> list[str]:
+    """The comments of ``code`` that are English prose.
+
+    A comment may name the cell's own identifiers (``base ** (-4i / d)``), hold a
+    formula or a model's name (``ViT-Base``); what is left must pass the prose rules.
+    """
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return [f"untokenisable cell: {code[:40]!r}"]
+    names = {t.string for t in tokens if t.type == tokenize.NAME} | PYTHON_NAMES
+    hits = []
+    for t in tokens:
+        if t.type != tokenize.COMMENT:
+            continue
+        text = t.string.lstrip("#").strip()
+        if re.match(r"(noqa|type:|fmt:|pragma)\b", text):
+            continue
+        text = re.sub(r"\"[^\"]*\"|'[^']*'|\[[A-Z]+\]", " ", text)  # strings, [CLS]
+        words = CODE_WORD.sub(lambda m: " " if _is_code(m, text, names) else m.group(), text)
+        if stray_english(label_prose(words)) or capitalised_english(label_prose(words)):
+            hits.append(t.string)
+    return hits
+
+
+PYTHON_NAMES = set(keyword.kwlist) | set(dir(builtins))
+CODE_WORD = re.compile(r"[A-Za-z_][\w.]*")
+OPERATOR = r"(?:[*/=<>|^%@]|\s[-+]\s)"
+
+
+def _is_code(match: re.Match, text: str, names: set[str]) -> bool:
+    """A word of a comment that is code: a name of the cell or of Python, an identifier
+    with ``_``, a digit or a dot, a call or subscript, or an operand of an operator."""
+    word = match.group()
+    if word in names or re.search(r"[_\d.]", word):
+        return True
+    before, after = text[:match.start()], text[match.end():]
+    return (re.match(r"[(\[]", after) is not None
+            or re.match(rf"\s*{OPERATOR}", after) is not None
+            or re.search(rf"{OPERATOR}\s*$", before) is not None)
+
+
+@pytest.mark.parametrize(
+    "comment, english",
+    [("# patches per row and per column", True), ("# 12 heads", True),
+     ("# head 1", True), ("# bidirectional", True), ("# The slowest pair", True),
+     ("# 每行、每列的图块数", False), ("# ViT-Base：12 个头", False), ("# base ** (-4i / d)", False),
+     ("# theta_j = theta ** (-2j / dim)", False), ("# e^{i m θ_j}", False), ("# noqa: E731", False),
+     ("# 不显示 progress bars", True), ("# 某一列翻转处为 True", False),
+     ("# 同 torch.nn.Embedding 的默认初始化", False), ("# 第 p 行：T_k PE(p)", False),
+     ("# omega * mirror 接近 pi - omega * p_far", False), ("# S[m, n] = <R_m q, R_n k>", False),
+     ("# 返回 \"no error\"；[CLS] 词元", False), ("# the first position after it", True)],
+)
+def test_english_comment_rule(comment, english):
+    code = f"base, theta, dim = 10, 1.0, 4\nx = 1  {comment}\n"
+    assert bool(english_comments(code)) == english, comment
+
+
+@pytest.mark.parametrize("page", ZH_PAGES, ids=_rel)
+def test_zh_code_comments_are_chinese(page):
+    """The parity test compares code without comments: a comment is the page's prose."""
+    hits = [c for cell in visible_code_cells(page.read_text(encoding="utf-8"))
+            for c in english_comments(cell)]
+    assert not hits, f"{_rel(page)}: English comments in visible code cells: {hits}"
+
+
+# -- 5. links in rendered Chinese text (the site test reads every built zh page) ---------
+
+@pytest.mark.parametrize(
+    "html, hits",
+    [('<p>按 <a href="x"><span>长上下文：让 RoPE 越过训练长度</span></a> 一章</p>', 2),
+     ('<p>见 <a class="reference internal" href="x">注意力看不见顺序</a>。</p>', 1),
+     ('<p>后面的 <a href="f">图 5</a> 把两者</p>', 1),
+     ('<p>提出 <a href="g">NTK-aware 缩放</a> 的帖子</p>', 1),
+     ('<p>按“<a href="x">长上下文：让 RoPE 越过训练长度</a>”一章</p>', 0),
+     ('<p>见“<a href="x">注意力看不见顺序</a>”。</p>', 0),
+     ('<p>后面的<a href="f">图 5</a> 把两者；提出 <a href="g">NTK-aware 缩放</a>的帖子</p>', 0),
+     ('<p>用 <a href="r">RoPE</a> 旋转；见 <a href="c">Su et al., 2021</a>。</p>', 0),
+     ('<p>按\n<a href="x">长上下文</a>\n一章</p>', 2),
+     ('<h2>标题<a class="headerlink" href="#t">#</a></h2><pre>见 <a>代码</a></pre>', 0),
+     # separate list items and table cells are not one line of text
+     ('<ul><li><a href="a">注意力看不见顺序</a></li>\n<li><a href="b">正弦位置编码</a></li></ul>', 0),
+     ('<tr><td>往回走</td>\n<td><a href="c">平移就是旋转</a></td></tr>', 0),
+     ('<p>变小的。\n<a href="f">图 19</a> 里的点线</p>', 1)],
+)
+def test_link_space_rule(html, hits):
+    from zh_links import link_space_hits
+
+    assert len(link_space_hits(html)) == hits, link_space_hits(html)

@@ -448,6 +448,39 @@ def test_glossary_is_bilingual_and_points_to_chapters(site):
         assert len(linking) >= 4, f"{lang}: only {linking} link terms to the glossary"
 
 
+# -- Chinese typography of the rendered pages ----------------------------------------
+
+def test_zh_links_sit_flush_against_chinese_text(site):
+    """No space between a Chinese character and a link whose text is Chinese at that end
+    (按“长上下文：让 RoPE 越过训练长度”一章, not 按 长上下文：让 RoPE 越过训练长度 一章):
+    what the reader sees, so the rule reads the built HTML (tests/zh_links.py)."""
+    from zh_links import link_space_hits
+
+    problems = []
+    for lang, name in discover_pages(site):   # the chapters, not the index or search
+        if lang != "zh":
+            continue
+        page = site / lang / f"{name}.html"
+        problems += [f"{page.name}: {hit}"
+                     for hit in link_space_hits(page.read_text(encoding="utf-8"))]
+    assert not problems, ("spaces around links with Chinese text (quote a chapter or "
+                          "section title with “ ”, drop the space):\n" + "\n".join(problems))
+
+
+def test_zh_special_pages_and_buttons_are_chinese(site):
+    """The 404 page and the launch buttons' tooltips are Chinese on the Chinese site."""
+    page = _soup(site / "zh" / "404.html")
+    text = page.select_one("article, main, body").get_text(" ", strip=True)
+    assert "Page not found" not in text and "Unfortunately" not in text, text[:200]
+    assert "找不到" in text, text[:200]
+    soup = _soup(site / "zh" / "rope.html")
+    binder = soup.select_one("a.btn-launch-binder")
+    tips = " ".join(filter(None, [binder.get("title"), binder.get("data-bs-title"),
+                                  binder.get("aria-label"), binder.get_text(" ", strip=True)]))
+    assert "在 Binder 中运行" in tips, str(binder)[:300]
+    assert "运行于" not in str(soup.select_one(".dropdown-launch-buttons") or binder)
+
+
 # -- The mechanisms, on a tiny book --------------------------------------------------
 
 TINY_PAGE = textwrap.dedent(

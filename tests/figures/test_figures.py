@@ -14,6 +14,7 @@ import posenc
 import posenc.figures as pf
 
 CJK = re.compile(r"[\u3400-\u9fff\uff00-\uffef]")
+HALF_WIDTH_PUNCT = re.compile(r"[\u4e00-\u9fff（）][,:;]|[,:;]\s*[\u4e00-\u9fff（]")
 
 
 def _attention_figure():
@@ -23,6 +24,12 @@ def _attention_figure():
     out_a, _ = attn(posenc.token_embeddings(a, 16))
     out_b, _ = attn(posenc.token_embeddings(b, 16))
     return pf.permuted_attention_outputs(out_a, a, out_b, b)
+
+
+def _atlas_descriptions():
+    from posenc.atlas import atlas
+
+    return atlas()
 
 
 FIGURES = {
@@ -35,6 +42,8 @@ FIGURES = {
     "row_across_columns_figure": lambda: pf.row_across_columns_figure(),
     "permuted_attention_outputs": _attention_figure,
     "encoding_pipeline": lambda: pf.encoding_pipeline(),
+    "model_spectrum_figure": lambda: pf.model_spectrum_figure(
+        next(d for d in _atlas_descriptions() if len(d.layers) > 1)),
 }
 
 
@@ -94,6 +103,9 @@ def test_figure_renders_in_both_languages(name, lang, strict_rendering):
         if ax.axison:
             assert ax.get_xlabel().strip() and ax.get_ylabel().strip(), name
     texts = " ".join(texts_of(fig))
+    if lang == "zh":  # a composed title ("name: layer") takes the Chinese colon too
+        half = [t for t in texts_of(fig) if HALF_WIDTH_PUNCT.search(t)]
+        assert not half, f"{name}: half-width colon or comma beside Chinese: {half}"
     has_cjk = bool(CJK.search(texts))
     assert has_cjk == (lang == "zh"), texts
     buf = io.BytesIO()
