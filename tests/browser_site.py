@@ -149,6 +149,8 @@ async () => {
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
     await MathJax.startup.promise;
   }
+  // figures load lazily (as the reader scrolls to them): a check measures them all
+  for (const img of document.images) if (!img.complete && img.loading === "lazy") img.loading = "eager";
   await Promise.all([...document.images].map(img => img.complete ? null :
     new Promise(done => { img.addEventListener("load", done); img.addEventListener("error", done); })));
   if (document.fonts) await document.fonts.ready;
@@ -842,9 +844,10 @@ def check_switch_keeps_place(context, base: str, lang: str, name: str) -> PageRe
 
 # -- Words in figures ------------------------------------------------------------------
 
-#: The smallest size, in CSS pixels, at which a figure may draw a word in the page.
-FIGURE_FONT_MIN_PX = 8.0
-#: ... and in the enlarged view a tap on the figure opens (posenc.js) on a phone.
+#: The smallest size, in CSS pixels, at which a figure may draw a word in the page, at
+#: every width (a phone gets the figure's phone variant, posenc_figures) ...
+FIGURE_FONT_MIN_PX = 11.0
+#: ... and in the enlarged view the "Enlarge" button opens (posenc.js).
 FIGURE_FONT_MIN_PX_ENLARGED = 11.0
 MIN_FONT_KEY = "posenc-min-font-pt"  # posenc.figures._style.MIN_FONT_KEY
 
@@ -880,12 +883,19 @@ ZOOM_JS = """
 (src) => {
   const img = [...document.querySelectorAll("article img")].find(i => i.currentSrc === src);
   if (!img || !img.classList.contains("posenc-zoomable")) return null;
-  img.click();
+  const target = img.closest("a.image-reference") || img;
+  const button = target.nextElementSibling;
+  if (!button || !button.matches("button.posenc-enlarge")) return {button: false};
+  const box = button.getBoundingClientRect();
+  const style = getComputedStyle(button);
+  if (button.hidden || box.width < 24 || box.height < 24 || style.visibility !== "visible"
+      || Number(style.opacity) === 0) return {button: false};
+  button.click();
   const dialog = document.querySelector("dialog.posenc-zoom");
-  if (!dialog || !dialog.open) return {open: false};
+  if (!dialog || !dialog.open) return {button: true, open: false};
   const big = dialog.querySelector("img");
-  return {open: true, shown: big.getBoundingClientRect().width, natural: big.naturalWidth,
-          src: big.currentSrc};
+  return {button: true, open: true, shown: big.getBoundingClientRect().width,
+          natural: big.naturalWidth, src: big.currentSrc};
 }
 """
 
@@ -894,19 +904,23 @@ ZOOM_JS = """
 _FONT_INFO: dict[str, tuple[float, float] | None] = {}
 
 
+def _font_info(page, src: str) -> tuple[float, float] | None:
+    if src not in _FONT_INFO:  # each figure read once for all widths
+        _FONT_INFO[src] = png_font_info(page.request.get(src).body())
+    return _FONT_INFO[src]
+
+
 def check_figure_fonts(page, width: int) -> tuple[list[str], list[dict]]:
     """Each figure's smallest word as drawn at this width, from the figure's own record
     of its smallest font (a PNG text chunk) and the width the browser drew it at.
 
-    A figure must draw its words at FIGURE_FONT_MIN_PX or more; a wide figure shrunk to a
-    narrow column may instead open, when tapped, at a size where they are at least
-    FIGURE_FONT_MIN_PX_ENLARGED.
+    Every figure draws its words at FIGURE_FONT_MIN_PX or more, at every width.  A
+    figure shown smaller than drawn, or as its phone variant, has a visible "Enlarge"
+    button whose view draws them at FIGURE_FONT_MIN_PX_ENLARGED or more.
     """
     problems, seen = [], []
     for img in page.evaluate(FIGURE_IMAGES_JS):
-        if img["src"] not in _FONT_INFO:  # each figure read once for all widths
-            _FONT_INFO[img["src"]] = png_font_info(page.request.get(img["src"]).body())
-        info = _FONT_INFO[img["src"]]
+        info = _font_info(page, img["src"])
         name = img["src"].rsplit("/", 1)[-1][:12]
         if info is None:
             problems.append(f"figure {name} carries no font size (not drawn by posenc.figures?)")
@@ -914,21 +928,24 @@ def check_figure_fonts(page, width: int) -> tuple[list[str], list[dict]]:
         px = rendered_font_px(*info, img["shown"], img["natural"])
         row = {**img, "font_px": px, "min_pt": info[0], "dpi": info[1]}
         seen.append(row)
-        if px >= FIGURE_FONT_MIN_PX - 0.05:
-            continue
-        zoom = page.evaluate(ZOOM_JS, img["src"])
-        if zoom is None:
+        if px < FIGURE_FONT_MIN_PX - 0.05:
             problems.append(f"figure {name} (\"{img['alt'][:40]}\") draws words at {px:.1f} px "
-                            f"at {width} px (minimum {FIGURE_FONT_MIN_PX:g}) and does not "
-                            f"enlarge when tapped")
+                            f"at {width} px (minimum {FIGURE_FONT_MIN_PX:g})")
+        zoom = page.evaluate(ZOOM_JS, img["src"])
+        if zoom is None:  # shown as drawn: nothing to enlarge
+            continue
+        if not zoom["button"]:
+            problems.append(f"figure {name} is shown smaller than drawn at {width} px with no "
+                            f"visible Enlarge button")
             continue
         if not zoom["open"]:
-            problems.append(f"tapping figure {name} at {width} px opens no enlarged view")
+            problems.append(f"the Enlarge button of figure {name} at {width} px opens nothing")
             continue
         page.keyboard.press("Escape")
-        big = rendered_font_px(*info, zoom["shown"], zoom["natural"])
+        big_info = _font_info(page, zoom["src"])
+        big = rendered_font_px(*big_info, zoom["shown"], zoom["natural"]) if big_info else 0.0
         row["enlarged_px"] = big
-        if zoom["src"] != img["src"] or big < FIGURE_FONT_MIN_PX_ENLARGED - 0.05:
+        if big < FIGURE_FONT_MIN_PX_ENLARGED - 0.05:
             problems.append(f"figure {name} enlarged at {width} px draws words at {big:.1f} px "
                             f"(minimum {FIGURE_FONT_MIN_PX_ENLARGED:g})")
         if page.evaluate("document.querySelector('dialog.posenc-zoom')?.open"):

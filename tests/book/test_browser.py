@@ -199,6 +199,8 @@ BREAKAGE = """
   <div style="width: 2000px">a line that does not wrap</div>
   <script src="_static/scripts/fontawesome.js"></script>
   <img src="_images/tiny.png" alt="a figure whose words are 3 pt">
+  <img id="no-enlarge" src="_images/tiny.png" width="700" alt="a shrunk figure whose Enlarge button is hidden">
+  <style>#no-enlarge + button.posenc-enlarge { display: none !important; }</style>
   <div class="highlight"><pre class="posenc-no-cue">x = "a code line far wider than a phone's screen, scrolling in its box with no cue"</pre></div>
   <style>.posenc-no-cue { -webkit-mask-image: none !important; mask-image: none !important; }</style>
   <script src="https://cdn.example.com/analytics.js"></script>
@@ -307,7 +309,8 @@ EXPECTED_NARROW_FAILURES = {
     "scroll box without a cue": "box(es) scroll sideways at 390 px with no cue",
     "heavy asset": "loads ['fontawesome.js'] (the book does without)",
     "figure without a font record": "figure opaque.png carries no font size",
-    "figure words too small": "draws words at 2.3 px at 390 px (minimum 8) and does not enlarge",
+    "figure words too small": "draws words at 2.3 px at 390 px (minimum 11)",
+    "figure without an Enlarge button": "shown smaller than drawn at 390 px with no visible",
     "dead chapter-list button": "chapter list at 390 px: clicking .primary-toggle does not open",
     "dead contents button": "page contents at 390 px: clicking .secondary-toggle does not open",
 }
