@@ -706,6 +706,35 @@ def check_navigation(page, width: int) -> list[str]:
     return problems
 
 
+#: Words (and code) in a table cell that the browser broke across lines: a word in one
+#: piece spans a single line box, so its range's rectangles share one top.
+TABLE_WORDS_JS = r"""
+() => {
+  const broken = [];
+  for (const cell of document.querySelectorAll("article table td, article table th")) {
+    if (!cell.getClientRects().length) continue;
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const m of node.data.matchAll(/[^\s\u3000-\u9fff\uff00-\uffef]+/g)) {
+        const range = document.createRange();
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        const tops = new Set([...range.getClientRects()].filter(r => r.width > 0)
+                             .map(r => Math.round(r.top)));
+        if (tops.size > 1) broken.push(m[0]);
+      }
+    }
+    for (const code of cell.querySelectorAll("code")) {
+      const tops = new Set([...code.getClientRects()].filter(r => r.width > 0)
+                           .map(r => Math.round(r.top)));
+      if (tops.size > 1) broken.push(code.textContent);
+    }
+  }
+  return [...new Set(broken)];
+}
+"""
+
+
 def check_reading(context, base: str, lang: str, name: str, width: int,
                   shots: Path | None = None) -> PageReport:
     """Load a page at ``width`` px, light then dark: navigation, no sideways scroll."""
@@ -742,6 +771,11 @@ def check_reading(context, base: str, lang: str, name: str, width: int,
             if over:
                 problems.append(f"the page scrolls sideways by {over['extra']} px at {width} px "
                                 f"({mode}): {', '.join(over['culprits'])}")
+            if mode == "light":
+                split = page.evaluate(TABLE_WORDS_JS)
+                if split:
+                    problems.append(f"{len(split)} word(s) in tables broken across lines at "
+                                    f"{width} px: {split[:5]}")
             cue = page.evaluate(SCROLL_CUE_JS)
             report.info["scrollers"] = cue["scrolling"]
             if cue["missing"]:

@@ -199,6 +199,7 @@ BREAKAGE = """
   <div style="width: 2000px">a line that does not wrap</div>
   <script src="_static/scripts/fontawesome.js"></script>
   <img src="_images/tiny.png" alt="a figure whose words are 3 pt">
+  <table style="width: 60px"><tr><td style="overflow-wrap: anywhere">interleaved</td><td><code style="white-space: normal; overflow-wrap: anywhere">attention_factor</code></td></tr></table>
   <img id="no-enlarge" src="_images/tiny.png" width="700" alt="a shrunk figure whose Enlarge button is hidden">
   <style>#no-enlarge + button.posenc-enlarge { display: none !important; }</style>
   <div class="highlight"><pre class="posenc-no-cue">x = "a code line far wider than a phone's screen, scrolling in its box with no cue"</pre></div>
@@ -310,6 +311,7 @@ EXPECTED_NARROW_FAILURES = {
     "heavy asset": "loads ['fontawesome.js'] (the book does without)",
     "figure without a font record": "figure opaque.png carries no font size",
     "figure words too small": "draws words at 2.3 px at 390 px (minimum 11)",
+    "table word broken": "word(s) in tables broken across lines at 390 px",
     "figure without an Enlarge button": "shown smaller than drawn at 390 px with no visible",
     "dead chapter-list button": "chapter list at 390 px: clicking .primary-toggle does not open",
     "dead contents button": "page contents at 390 px: clicking .secondary-toggle does not open",
@@ -337,3 +339,40 @@ def test_broken_page_fails(site, browser, tmp_path):
                if needle not in narrow_text]
     text += "\n" + narrow_text
     assert not missed, f"checks that did not fire: {missed}\nreported:\n{text}"
+
+
+WIDE_MATH_JS = """
+() => [...document.querySelectorAll("article div.math")]
+  .filter(box => box.getClientRects().length)
+  .map(box => {
+    const shown = [...box.querySelectorAll("math")].find(m => getComputedStyle(m).display !== "none");
+    return {narrow: !!shown && shown.classList.contains("posenc-math-narrow"),
+            forms: box.querySelectorAll("math").length,
+            width: shown ? Math.round(shown.getBoundingClientRect().width) : 0,
+            room: box.clientWidth,
+            tex: (box.querySelector("annotation")?.textContent || "").slice(0, 50)};
+  })
+"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_rope_equations_fit_a_phone(lang, base, browser):
+    """On a 390 px phone every display equation of the RoPE chapter fits its column: the
+    long ones show their narrow form (broken lines, the matrix by blocks); from 600 px up
+    the wide form is back, and the same equations have a narrow form in both languages."""
+    ctx = new_context(browser)
+    try:
+        page = ctx.new_page()
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.goto(f"{base}/{lang}/rope.html", wait_until="load")
+        narrow = page.evaluate(WIDE_MATH_JS)
+        page.set_viewport_size({"width": 1280, "height": 900})
+        wide = page.evaluate(WIDE_MATH_JS)
+    finally:
+        ctx.close()
+    assert narrow, "no display math on the rope page"
+    too_wide = [m for m in narrow if m["width"] > m["room"] + 1]
+    assert not too_wide, too_wide
+    with_forms = [m for m in narrow if m["forms"] == 2]
+    assert len(with_forms) >= 10 and all(m["narrow"] for m in with_forms), narrow
+    assert not any(m["narrow"] for m in wide), wide
