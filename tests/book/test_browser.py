@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from browser_site import (
+    OVERFLOW_JS,
     WIDTHS,
     chromium,
     check_page,
@@ -376,3 +377,17 @@ def test_rope_equations_fit_a_phone(lang, base, browser):
     with_forms = [m for m in narrow if m["forms"] == 2]
     assert len(with_forms) >= 10 and all(m["narrow"] for m in with_forms), narrow
     assert not any(m["narrow"] for m in wide), wide
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_general_index_fits_a_phone(lang, base, browser):
+    """The general index (two table columns of entries) does not scroll sideways at 390 px."""
+    ctx = new_context(browser)
+    try:
+        page = ctx.new_page()
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.goto(f"{base}/{lang}/genindex.html", wait_until="load")
+        over = page.evaluate(OVERFLOW_JS)
+    finally:
+        ctx.close()
+    assert not over, over
