@@ -201,7 +201,7 @@ BREAKAGE = """
   <script src="_static/scripts/fontawesome.js"></script>
   <img src="_images/tiny.png" alt="a figure whose words are 3 pt">
   <table style="width: 60px"><tr><td style="overflow-wrap: anywhere">interleaved</td><td><code style="white-space: normal; overflow-wrap: anywhere">attention_factor</code></td></tr></table>
-  <img id="no-enlarge" src="_images/tiny.png" width="700" alt="a shrunk figure whose Enlarge button is hidden">
+  <img id="no-enlarge" src="_images/shrunk.png" width="700" alt="a shrunk figure whose Enlarge button is hidden">
   <style>#no-enlarge + button.posenc-enlarge { display: none !important; }</style>
   <div class="highlight"><pre class="posenc-no-cue">x = "a code line far wider than a phone's screen, scrolling in its box with no cue"</pre></div>
   <style>.posenc-no-cue { -webkit-mask-image: none !important; mask-image: none !important; }</style>
@@ -248,6 +248,7 @@ def _broken_site(site: Path, tmp: Path) -> Path:
     _png(images / "opaque.png", (255, 255, 255, 255))
     _png(images / "clear.png", (0, 0, 0, 0))
     _tiny_text_figure(images / "tiny.png")
+    _tiny_text_figure(images / "shrunk.png")
     html = (site / "en" / "index.html").read_text(encoding="utf-8")
     # No copy buttons: drop copybutton.js.  The language switch still says index.html.
     # The transparent image opts out of the theme's white backing (class dark-light).
