@@ -720,7 +720,8 @@ def check_navigation(page, width: int) -> list[str]:
 
 
 #: Words (and code) in a table cell that the browser broke across lines: a word in one
-#: piece spans a single line box, so its range's rectangles share one top.
+#: piece spans a single line box, so its range's rectangles share one top.  A break
+#: after a hyphen or a slash ("NTK-|aware") is a break between words.
 TABLE_WORDS_JS = r"""
 () => {
   const broken = [];
@@ -728,7 +729,7 @@ TABLE_WORDS_JS = r"""
     if (!cell.getClientRects().length) continue;
     const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
     for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-      for (const m of node.data.matchAll(/[^\s\u3000-\u9fff\uff00-\uffef]+/g)) {
+      for (const m of node.data.matchAll(/[^\s\u3000-\u9fff\uff00-\uffef\-\/]+/g)) {
         const range = document.createRange();
         range.setStart(node, m.index);
         range.setEnd(node, m.index + m[0].length);
@@ -927,7 +928,7 @@ def rendered_font_px(min_pt: float, dpi: float, shown: float, natural: float) ->
 
 
 ZOOM_JS = """
-(src) => {
+async (src) => {
   const img = [...document.querySelectorAll("article img")].find(i => i.currentSrc === src);
   if (!img || !img.classList.contains("posenc-zoomable")) return null;
   const target = img.closest("a.image-reference") || img;
@@ -941,8 +942,9 @@ ZOOM_JS = """
   const dialog = document.querySelector("dialog.posenc-zoom");
   if (!dialog || !dialog.open) return {button: true, open: false};
   const big = dialog.querySelector("img");
+  try { await big.decode(); } catch (e) { /* measured as it is */ }
   return {button: true, open: true, shown: big.getBoundingClientRect().width,
-          natural: big.naturalWidth, src: big.currentSrc};
+          natural: big.naturalWidth, src: big.currentSrc || big.src};
 }
 """
 
