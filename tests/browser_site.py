@@ -640,7 +640,11 @@ SCROLL_CUE_JS = r"""
     scrolling++;
     const style = getComputedStyle(el);
     const mask = style.maskImage || style.webkitMaskImage || "none";
-    const cue = el.classList.contains("posenc-scrolls") && mask !== "none";
+    // an equation also says so in words under it
+    const hint = el.matches("div.math") ? el.nextElementSibling : null;
+    const said = !el.matches("div.math") || (hint && hint.matches("p.posenc-scroll-hint")
+                                              && hint.getClientRects().length > 0);
+    const cue = el.classList.contains("posenc-scrolls") && mask !== "none" && said;
     const focusable = el.tabIndex >= 0;
     if (!cue || !focusable) {
       const what = (el.querySelector("annotation")?.textContent || el.textContent || "")

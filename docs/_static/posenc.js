@@ -62,7 +62,21 @@
     el.classList.toggle("posenc-more-right",
                         scrolls && el.scrollLeft + el.clientWidth < el.scrollWidth - 1);
     if (scrolls && el.tabIndex < 0) el.tabIndex = 0;
+    // an equation that stays wider than the column says so in words under it
+    if (el.matches("div.math")) {
+      let hint = el.nextElementSibling;
+      if (!hint || !hint.classList.contains("posenc-scroll-hint")) {
+        if (!scrolls) return;
+        hint = document.createElement("p");
+        hint.className = "posenc-scroll-hint";
+        hint.setAttribute("aria-hidden", "true");
+        hint.textContent = HINT[document.documentElement.lang] || HINT.en;
+        el.after(hint);
+      }
+      hint.hidden = !scrolls;
+    }
   };
+  const HINT = {"zh-CN": "公式较宽，可左右滑动查看 ⟷", en: "Wide equation: scroll sideways ⟷"};
   const seen = new WeakSet();
   // A box's content can grow after it was marked (a web font arrives, an image loads).
   const resized = window.ResizeObserver
