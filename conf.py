@@ -194,6 +194,8 @@ html_title = _L["title"]
 html_baseurl = f"{SITE_URL}{BOOK_LANG}/"
 html_last_updated_fmt = None  # no timestamps: builds are reproducible
 html_copy_source = True
+# A small SVG mark: without it every page asked for /favicon.ico and got a 404.
+html_favicon = str(ROOT / "docs" / "_static" / "favicon.svg")
 html_show_sourcelink = True
 html_search_language = _L["search_language"]
 # A chapter whose title names the query comes first (docs/_ext/posenc_scorer.js).

@@ -11,6 +11,20 @@ Registered as the HTML math renderer ``posenc_mathml`` (conf.py: ``html_math_ren
 A formula the converter cannot read is a build warning (an error under ``-W``) naming the
 page and the formula.  tests/book/test_site.py checks that every page's math is MathML
 and that no page loads MathJax; the browser test that every formula is drawn.
+
+**A narrow form for phones.**  A display too wide for a phone's column (342 px) says
+where it may break, in TeX comments, which MathJax (in a downloaded notebook) and TeX
+ignore:
+
+* ``%|`` at the end of a line: the narrow form breaks the line there (a chain of
+  ``=`` becomes one step per line, the later lines indented; inside an ``aligned`` or
+  ``gathered`` display, a new row);
+* a line ``%narrow: <TeX>``: the narrow form is that TeX instead (a matrix written by
+  blocks, say).
+
+The page then carries both forms: the wide one from 600 px up, the narrow one below
+(``posenc.css``).  Both trees mark the same equations the same way (the parity test
+compares the TeX, comments included).
 """
 
 from __future__ import annotations
@@ -45,6 +59,40 @@ _REWRITES = [
 #: What is left of TeX that the converter did not read: a backslash command or an
 #: alignment '&' in a token element.
 _LEFTOVER = re.compile(r"<(mi|mo|mn|mtext)[^>]*>[^<]*(\\|&(?![#\w]+;))[^<]*</\1>")
+
+
+#: A TeX comment (to the end of its line), not an escaped ``\\%``.
+_COMMENT = re.compile(r"(?<!\\)%[^\n]*")
+_NARROW = re.compile(r"^[ \t]*%narrow:(?P<tex>[^\n]*)$", re.M)
+_BREAK = re.compile(r"(?<!\\)%\|[^\n]*")
+
+
+def strip_comments(tex: str) -> str:
+    """``tex`` without its ``%`` comments (latex2mathml does not read them)."""
+    lines = [line for line in tex.split("\n") if not line.lstrip().startswith("%")]
+    return "\n".join(_COMMENT.sub("", line) for line in lines)
+
+
+def narrow_tex(tex: str) -> str | None:
+    """The narrow form that ``tex`` asks for with ``%|`` or ``%narrow:``, else None
+    (tests/book/test_site.py: test_narrow_math_forms)."""
+    explicit = _NARROW.search(tex)
+    if explicit:
+        return explicit.group("tex").strip()
+    if not _BREAK.search(tex):
+        return None
+    gathered = re.search(r"\\begin\{gathered\}(?P<body>.*)\\end\{gathered\}", tex, re.S)
+    if gathered:  # latex2mathml has no gathered: the rows, left-aligned, in a split
+        rows = re.split(r"\\\\|(?<!\\)%\|[^\n]*", gathered.group("body"))
+        rows = [strip_comments(row).strip() for row in rows]
+        return r"\begin{split}&" + r"\\&".join(row for row in rows if row) + r"\end{split}"
+    if _OWN_ENVIRONMENT.match(strip_comments(tex)) or re.search(r"\\begin\{aligned",
+                                                                tex):
+        lines = _BREAK.split(tex)
+        aligned = "&" in tex
+        return strip_comments((r"\\ &\qquad " if aligned else r"\\ ").join(lines))
+    parts = [strip_comments(part).strip() for part in _BREAK.split(tex)]
+    return r"\begin{split}&" + r"\\&\quad ".join(p for p in parts if p) + r"\end{split}"
 
 
 def rewrite_tex(tex: str) -> str:
@@ -96,7 +144,7 @@ def html_visit_math(self, node: nodes.math) -> None:
 def display_tex(node: nodes.math_block) -> str:
     """The TeX of a display as sphinx.ext.mathjax would hand it to MathJax: several
     equations (blank-line separated) aligned, a multi-line one split."""
-    text = node.astext()
+    text = strip_comments(node.astext())
     if node.get("no-wrap", node.get("nowrap", False)) or _OWN_ENVIRONMENT.match(text):
         return text
     parts = [part for part in text.split("\n\n") if part.strip()]
@@ -113,7 +161,15 @@ def html_visit_displaymath(self, node: nodes.math_block) -> None:
         self.body.append(f'<span class="eqno">({number})')
         self.add_permalink_ref(node, _("Link to this equation"))
         self.body.append("</span>")
-    self.body.append(_convert(self, node, display_tex(node), display=True))
+    tex = display_tex(node)
+    narrow = narrow_tex(node.astext())
+    wide = _convert(self, node, tex, display=True)
+    if narrow is None:
+        self.body.append(wide)
+    else:
+        self.body.append(wide.replace("<math ", '<math class="posenc-math-wide" ', 1))
+        self.body.append(_convert(self, node, narrow, display=True)
+                         .replace("<math ", '<math class="posenc-math-narrow" ', 1))
     self.body.append("</div>\n")
     raise nodes.SkipNode
 

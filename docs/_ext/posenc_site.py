@@ -18,6 +18,8 @@
   the Pages workflow (.github/workflows/pages.yml) publishes to the branch
   ``posenc_notebooks_branch`` as ``<lang>/<page>.ipynb`` with a ``requirements.txt``
   for Binder.
+* **Figures on phones**: each figure's phone variant is served through ``<picture>``
+  (``posenc_figures``).
 * **Chinese search** works in the browser: Sphinx 9.0 names a stemmer it does not ship.
 * **A complete sitemap** after incremental builds too, in a stable order.
 * **The theme speaks the page's language.**  The words pydata-sphinx-theme and
@@ -39,6 +41,7 @@ from sphinx.application import Sphinx
 from sphinx.util import logging
 
 import posenc_bib
+import posenc_figures
 import posenc_notebook
 
 logger = logging.getLogger(__name__)
@@ -237,6 +240,7 @@ def setup(app: Sphinx) -> dict:
     app.add_config_value("posenc_repo_ref", "main", "")
     app.add_config_value("posenc_notebooks_branch", "notebooks", "html")
     posenc_notebook.setup(app)
+    posenc_figures.setup(app)  # figures' phone variants through <picture>
     posenc_bib.register()  # the references page labelled as the text cites
     app.add_search_language(_chinese_search_language())
     # Before the themes are loaded (when the builder starts), so these come first.

@@ -62,7 +62,21 @@
     el.classList.toggle("posenc-more-right",
                         scrolls && el.scrollLeft + el.clientWidth < el.scrollWidth - 1);
     if (scrolls && el.tabIndex < 0) el.tabIndex = 0;
+    // an equation that stays wider than the column says so in words under it
+    if (el.matches("div.math")) {
+      let hint = el.nextElementSibling;
+      if (!hint || !hint.classList.contains("posenc-scroll-hint")) {
+        if (!scrolls) return;
+        hint = document.createElement("p");
+        hint.className = "posenc-scroll-hint";
+        hint.setAttribute("aria-hidden", "true");
+        hint.textContent = HINT[document.documentElement.lang] || HINT.en;
+        el.after(hint);
+      }
+      hint.hidden = !scrolls;
+    }
   };
+  const HINT = {"zh-CN": "公式较宽，可左右滑动查看 ⟷", en: "Wide equation: scroll sideways ⟷"};
   const seen = new WeakSet();
   // A box's content can grow after it was marked (a web font arrives, an image loads).
   const resized = window.ResizeObserver
@@ -105,12 +119,14 @@
   else start();
 })();
 
-// A figure shown smaller than it was drawn (a wide figure in a phone's column) opens
-// at its full size when tapped, clicked or activated with Enter/Space: a dialog that
-// scrolls both ways, closed with Escape, the close button or a tap outside the figure.
+// A figure shown smaller than it was drawn (a wide figure in a narrow column), or shown
+// as its phone variant (panels stacked; posenc_figures serves it through <picture>),
+// offers its full desktop version: a visible "Enlarge" button under it, a tap or click
+// on it, or Enter/Space on it open a dialog that scrolls both ways, closed with Escape,
+// the close button or a tap outside the figure.
 (() => {
   const CLOSE = {"zh-CN": "关闭", en: "Close"};
-  const ENLARGE = {"zh-CN": "点击放大", en: "Tap to enlarge"};
+  const ENLARGE = {"zh-CN": "放大查看", en: "Enlarge"};
   const words = (table) => table[document.documentElement.lang] || table.en;
   let dialog = null;
   const open = (img) => {
@@ -127,23 +143,37 @@
       document.body.append(dialog);
     }
     const big = dialog.querySelector("img");
-    big.src = img.currentSrc || img.src;
+    big.src = img.src;  // the <img>'s own file: the desktop version, never the phone one
     big.alt = img.alt;
     big.style.width = `${img.getAttribute("width")}px`;
     dialog.showModal();
   };
+  // the width the shown file was drawn for: the <source> chosen, else the <img>'s
+  const drawnWidth = (img) => {
+    const picture = img.closest("picture");
+    if (picture && img.currentSrc && img.currentSrc !== img.src) {
+      for (const source of picture.querySelectorAll("source")) {
+        if (img.currentSrc.endsWith(source.getAttribute("srcset"))) {
+          return {width: Number(source.getAttribute("width")), phone: true};
+        }
+      }
+    }
+    return {width: Number(img.getAttribute("width")), phone: false};
+  };
   const mark = () => {
     for (const img of document.querySelectorAll("article img[width]")) {
-      const drawn = Number(img.getAttribute("width"));
+      const drawn = drawnWidth(img);
       const shown = img.getBoundingClientRect().width;
-      const shrunk = shown > 0 && shown < 0.9 * drawn;
-      img.classList.toggle("posenc-zoomable", shrunk);
-      if (shrunk && !img.dataset.posencZoom) {
+      const desktop = Number(img.getAttribute("width"));
+      const zoomable = shown > 0 && (shown < 0.9 * drawn.width ||
+                                     (drawn.phone && shown < 0.9 * desktop));
+      img.classList.toggle("posenc-zoomable", zoomable);
+      const link = img.closest("a.image-reference");
+      const target = link || img;
+      if (zoomable && !img.dataset.posencZoom) {
         img.dataset.posencZoom = "1";
         // Sphinx links a scaled image to its file: that link stays the fallback without
         // JavaScript; with it, the link opens the enlarged view instead.
-        const link = img.closest("a.image-reference");
-        const target = link || img;
         if (!link) {
           img.tabIndex = 0;
           img.setAttribute("role", "button");
@@ -162,7 +192,15 @@
             }
           });
         }
+        const button = document.createElement("button");
+        button.type = "button";
+        button.className = "posenc-enlarge";
+        button.textContent = words(ENLARGE);
+        button.addEventListener("click", () => open(img));
+        target.after(button);
       }
+      const button = target.nextElementSibling;
+      if (button && button.classList.contains("posenc-enlarge")) button.hidden = !zoomable;
     }
   };
   window.posencMarkZoomable = mark;

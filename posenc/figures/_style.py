@@ -45,6 +45,8 @@ __all__ = [
     "save_figure",
     "figure_to_png",
     "min_font_size",
+    "reflow_figure",
+    "figure_variants",
 ]
 
 #: The languages of the book.
@@ -57,6 +59,27 @@ DPI = 110
 #: The book's PNGs are drawn at this multiple of :data:`DPI` and shown at :data:`DPI`
 #: (the ``width`` the notebook output carries), so they stay sharp on 2x screens.
 PNG_SCALE = 2
+
+#: The smallest font size (points) a figure draws on the page.  At :data:`DPI` a point
+#: is 110/72 CSS px, so 8 pt is 12.2 CSS px where the figure is shown at its drawn size,
+#: and still 11 px or more where the theme's column is up to a tenth narrower.
+MIN_FONT_PT = 8.0
+
+#: The widest figure (CSS px) the page shows at its drawn size: the text column of the
+#: book's theme at 1280 px (672 px with the page's contents beside it).  A wider figure is re-laid out to this width (same words,
+#: same size), so the page never shrinks its words.
+DESKTOP_WIDTH_PX = 672
+
+#: The width (CSS px) of the text column on a 390 px phone (342 px), where the page shows the
+#: phone variant of every figure (panels stacked, words at :data:`MIN_FONT_PT` or more).
+PHONE_WIDTH_PX = 342
+
+#: The page serves the phone variant up to this viewport width (CSS px).
+PHONE_MAX_VIEWPORT_PX = 600
+
+#: Key of the PNG output metadata that carries the phone variant (base64 PNG and its
+#: display width); the book's Sphinx extension serves it through ``<picture>``.
+PHONE_KEY = "posenc_phone"
 
 #: PNG text chunk with the figure's smallest font size in points, so a test can work
 #: out how large its words are drawn at a given page width (tests/browser_site.py).
@@ -275,8 +298,29 @@ class BookFigure(Figure):
     """
 
     def _repr_png_(self):
-        width, _height = self.get_size_inches()
-        return figure_to_png(self), {"width": int(round(width * DPI))}
+        """The page's figure: a PNG for desktops, with the phone variant in its metadata.
+
+        Both are drawn from copies of this figure re-laid out by :func:`figure_variants`
+        (the figure itself is left as it is, unless it cannot be copied).
+        """
+        import base64
+        import warnings
+
+        with warnings.catch_warnings():
+            # a narrowed copy may be too small for constrained layout to place every
+            # panel; the words are still drawn, and the page offers the wide version
+            warnings.filterwarnings("ignore", message=".*(constrained|layout).*")
+            variants = figure_variants(self)
+            desk, phone = variants["desktop"], variants["phone"]
+            meta = {"width": int(round(desk.get_size_inches()[0] * DPI))}
+            png = figure_to_png(desk)
+            if phone is not None:
+                meta[PHONE_KEY] = {
+                    "png": base64.b64encode(figure_to_png(phone)).decode("ascii"),
+                    "width": int(round(phone.get_size_inches()[0] * DPI)),
+                    "height": int(round(phone.get_size_inches()[1] * DPI)),
+                }
+        return png, meta
 
 
 def min_font_size(fig):
@@ -307,6 +351,236 @@ def min_font_size(fig):
             continue
         sizes.append(float(text.get_fontsize()))
     return min(sizes) if sizes else float("inf")
+
+
+def _copy_figure(fig):
+    """A deep copy of ``fig`` (pickled and restored), or None if it cannot be pickled."""
+    import pickle
+
+    try:
+        return pickle.loads(pickle.dumps(fig))
+    except Exception:  # an artist holding a lambda, a generator, ...
+        return None
+
+
+def _stack_panels(fig):
+    """Put the panels of each grid of axes one under the other; True if any moved.
+
+    A grid of ``r`` rows and ``c`` columns becomes ``r * c`` rows of one column, in
+    reading order; the axes objects stay the same.  A grid with a panel spanning cells
+    is left as it is.  Colorbars made with ``fig.colorbar(..., ax=...)`` follow their
+    axes (the layout engine places them).
+    """
+    from matplotlib.gridspec import GridSpec
+
+    grids = {}
+    for ax in fig.axes:
+        spec = ax.get_subplotspec()
+        if spec is None:
+            continue
+        grid = spec.get_gridspec()
+        if not isinstance(grid, GridSpec) or grid.figure is not fig:
+            continue  # a nested grid moves with its parent cell
+        grids.setdefault(id(grid), (grid, []))[1].append((ax, spec))
+    moved = False
+    for grid, members in grids.values():
+        nrows, ncols = grid.get_geometry()
+        if ncols < 2:
+            continue
+        if any(len(s.rowspan) != 1 or len(s.colspan) != 1 for _, s in members):
+            continue
+        ratios = grid.get_height_ratios() or [1] * nrows
+        stacked = GridSpec(nrows * ncols, 1, figure=fig,
+                           height_ratios=[r for r in ratios for _ in range(ncols)])
+        for ax, spec in members:
+            ax.set_subplotspec(stacked[spec.rowspan.start * ncols + spec.colspan.start, 0])
+        moved = True
+    return moved
+
+
+def _floor_fonts(fig, min_pt):
+    """Raise every word of ``fig`` drawn under ``min_pt`` points to ``min_pt``."""
+    from matplotlib.text import Text
+
+    for ax in fig.axes:  # tick labels are made afresh on each draw: set the axis' size
+        for axis in (ax.xaxis, ax.yaxis):
+            for which, ticks in (("major", axis.get_major_ticks()),
+                                 ("minor", axis.get_minor_ticks())):
+                if ticks and ticks[0].label1.get_fontsize() < min_pt:
+                    axis.set_tick_params(which=which, labelsize=min_pt)
+    for text in fig.findobj(Text):
+        if text.get_fontsize() < min_pt:
+            text.set_fontsize(min_pt)
+
+
+_WRAP_TOKENS = None
+
+
+def _wrap_words(text, parts):
+    """``text`` broken into ``parts`` lines of about equal length, between words (or
+    between CJK characters), never inside ``$...$`` math."""
+    import re
+
+    global _WRAP_TOKENS
+    if _WRAP_TOKENS is None:
+        _WRAP_TOKENS = re.compile(r"\$[^$]*\$\S*\s*|[\u3000-\u9fff\uff00-\uffef][，。、：；）]?\s*"
+                                  r"|[^\s$\u3000-\u9fff\uff00-\uffef]+\s*|\s+")
+    tokens = _WRAP_TOKENS.findall(text)
+    if "".join(tokens) != text or len(tokens) < 2:
+        return text
+    goal = len(text) / parts
+    lines, line = [], ""
+    for token in tokens:
+        if line.strip() and len(line) + len(token.rstrip()) > goal * 1.15 \
+                and len(lines) < parts - 1:
+            lines.append(line.rstrip())
+            line = ""
+        line += token
+    lines.append(line.rstrip())
+    return "\n".join(lines)
+
+
+def _fit_words(fig, min_pt):
+    """Break titles, labels and legends wider than the figure into lines or columns."""
+    import math
+
+    from matplotlib.text import Text
+
+    fig.draw_without_rendering()
+    renderer = fig._get_renderer()
+    room = fig.bbox.width * 0.98
+    places = ["outside lower center", "outside upper center"]
+    for ax in fig.axes:
+        # an axes' legend wider than most of the figure: in one column, and if that is
+        # still too wide, under the figure (where the layout makes room for it)
+        legend = ax.get_legend()
+        if legend is None:
+            continue
+        box = legend.get_window_extent(renderer)
+        beside = box.x0 >= ax.bbox.x1 - 1 or box.x1 <= ax.bbox.x0 + 1
+        if not beside and box.width <= room * 0.75:
+            continue
+        handles, words = legend.legend_handles, [t.get_text() for t in legend.texts]
+        size = max(legend.prop.get_size_in_points(), min_pt)
+        if legend._ncols > 1 and not beside:
+            legend = ax.legend(handles, words, loc=legend._loc, ncols=1, fontsize=size,
+                               frameon=legend.get_frame_on())
+            fig.draw_without_rendering()
+            if legend.get_window_extent(renderer).width <= room * 0.75:
+                continue
+        if places:
+            frame = legend.get_frame_on()
+            entry = room - 60  # the line or marker drawn before each entry
+            words = [_wrap_words(w, math.ceil(t.get_window_extent(renderer).width / entry))
+                     if t.get_window_extent(renderer).width > entry else w
+                     for w, t in zip(words, legend.texts)]
+            legend.remove()
+            moved = fig.legend(handles, words, loc=places.pop(0), ncols=1, fontsize=size,
+                               frameon=frame)
+            fig.draw_without_rendering()
+            grow = moved.get_window_extent(renderer).height / fig.dpi
+            width_in, height_in = fig.get_size_inches()
+            fig.set_size_inches(width_in, height_in + grow)
+            fig.draw_without_rendering()
+    for legend in list(fig.legends):  # a figure legend beside the panels: under them
+        if getattr(legend, "_outside_loc", None) in ("left", "right") and places:
+            handles, words = legend.legend_handles, [t.get_text() for t in legend.texts]
+            size = max(legend.prop.get_size_in_points(), min_pt)
+            frame = legend.get_frame_on()
+            legend.remove()
+            fig.legend(handles, words, loc=places.pop(0), ncols=1, fontsize=size,
+                       frameon=frame)
+            fig.draw_without_rendering()
+    legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes
+                                   if ax.get_legend() is not None]
+    ylabels = {id(ax.yaxis.label): ax for ax in fig.axes}
+    inside = {id(t) for legend in legends for t in legend.get_texts()}
+    for text in fig.findobj(Text):
+        words = text.get_text()
+        if id(text) in inside or "\n" in words or not text.get_visible() or " " not in \
+                words.strip() and not any("\u3000" <= c <= "\u9fff" for c in words):
+            continue
+        extent = text.get_window_extent(renderer)
+        if text.get_rotation() % 180 == 90:  # an upright label: as long as its axes
+            ax = ylabels.get(id(text))
+            tall = ax.bbox.height * 1.1 if ax is not None else fig.bbox.height * 0.95
+            if extent.height > tall:
+                text.set_text(_wrap_words(words, math.ceil(extent.height / tall)))
+        elif extent.width > room:
+            text.set_text(_wrap_words(words, math.ceil(extent.width / room)))
+
+
+def reflow_figure(fig, width_px, *, stack=False, min_pt=MIN_FONT_PT):
+    """Re-lay ``fig`` out, in place, to be shown ``width_px`` CSS px wide.
+
+    Words under ``min_pt`` points are raised to it; a figure wider than ``width_px`` is
+    narrowed to it (constrained layout places the panels again); with ``stack``, panels
+    side by side are put one under the other first, each about as tall as it was
+    (never flatter than 2.6 inches, or than the figure was).
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+    width_px : float
+        The width at which the page shows the figure (CSS px; :data:`DPI` per inch).
+    stack : bool, keyword-only
+    min_pt : float, keyword-only
+
+    Returns
+    -------
+    fig : the same figure
+
+    Raises
+    ------
+    ValueError
+        If ``width_px`` or ``min_pt`` is not a positive number.
+
+    Examples
+    --------
+    >>> fig, axes = new_figure(1, 2, figsize=(9.0, 3.0))
+    >>> _ = axes[0].set_title("small", fontsize=5)
+    >>> _ = reflow_figure(fig, PHONE_WIDTH_PX, stack=True)
+    >>> [round(float(v), 2) for v in fig.get_size_inches()], min_font_size(fig)
+    ([3.11, 5.2], 8.0)
+    """
+    for value, name in ((width_px, "width_px"), (min_pt, "min_pt")):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise ValueError(f"{name} must be a positive number, got {value!r}")
+    width_in, height_in = (float(v) for v in fig.get_size_inches())
+    target = min(width_in, width_px / DPI)
+    cols = 1
+    if stack:
+        grids = [ax.get_subplotspec().get_gridspec().get_geometry() for ax in fig.axes
+                 if ax.get_subplotspec() is not None]
+        cols = max((c for _r, c in grids), default=1)
+        if not _stack_panels(fig):
+            cols = 1
+    panel_w = width_in / cols
+    panel_h = height_in  # the height of one row of panels, stacked ``cols`` times
+    shrink = target / panel_w
+    height = cols * max(panel_h * shrink, min(panel_h, 2.6))
+    fig.set_size_inches(target, height if stack else max(height_in * target / width_in,
+                                                         min(height_in, 2.6)))
+    _floor_fonts(fig, min_pt)
+    if stack or target < width_in:
+        _fit_words(fig, min_pt)
+    return fig
+
+
+def figure_variants(fig):
+    """The desktop and phone versions of ``fig`` that the page shows, as new figures.
+
+    ``"desktop"``: at most :data:`DESKTOP_WIDTH_PX` wide, words at least
+    :data:`MIN_FONT_PT`; ``"phone"``: :data:`PHONE_WIDTH_PX` wide, panels stacked, the
+    same floor; None where the figure cannot be copied (then the desktop version is
+    ``fig`` itself, re-laid out).
+    """
+    desk = _copy_figure(fig)
+    phone = _copy_figure(fig) if desk is not None else None
+    desk = reflow_figure(desk if desk is not None else fig, DESKTOP_WIDTH_PX)
+    if phone is not None:
+        reflow_figure(phone, PHONE_WIDTH_PX, stack=True)
+    return {"desktop": desk, "phone": phone}
 
 
 def new_figure(nrows=1, ncols=1, *, figsize=(6.4, 3.6), squeeze=True, **subplots_kw):

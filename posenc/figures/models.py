@@ -141,6 +141,22 @@ def _layers_words(d):
     return " + ".join(parts)
 
 
+def _grouped(text):
+    """Whole numbers in ``text`` written as the table writes lengths: ``1e+06`` and
+    ``500000`` as ``1,000,000`` and ``500,000``.
+
+    >>> _grouped("10000 / 1e+06")
+    '10,000 / 1,000,000'
+    """
+    import re
+
+    def one(m):
+        value = float(m.group(0))
+        return f"{value:,.0f}" if value.is_integer() else m.group(0)
+
+    return re.sub(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?", one, str(text))
+
+
 def atlas_table(descriptions):
     """The atlas as a table: one row per model, the columns of ``ModelDescription.row``.
 
@@ -167,7 +183,7 @@ def atlas_table(descriptions):
         ratio = r["longest_wavelength_over_length"]
         turning = "-" if r["pairs_turning"] is None else f"{r['pairs_turning']} / {r['pairs']}"
         rows.append([
-            d.name.split(" (")[0], r["rope_type"], r["base"], r["rotated"], scaling,
+            d.name.split(" (")[0], r["rope_type"], _grouped(r["base"]), r["rotated"], scaling,
             f"{length(r['original_length'])} / {length(r['max_length'])}",
             _layers_words(d), "-" if ratio is None else f"{ratio:.3g}", turning,
         ])

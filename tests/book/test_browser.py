@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from browser_site import (
+    OVERFLOW_JS,
     WIDTHS,
     chromium,
     check_page,
@@ -199,6 +200,9 @@ BREAKAGE = """
   <div style="width: 2000px">a line that does not wrap</div>
   <script src="_static/scripts/fontawesome.js"></script>
   <img src="_images/tiny.png" alt="a figure whose words are 3 pt">
+  <table style="width: 60px"><tr><td style="overflow-wrap: anywhere">interleaved</td><td><code style="white-space: normal; overflow-wrap: anywhere">attention_factor</code></td></tr></table>
+  <img id="no-enlarge" src="_images/shrunk.png" width="700" alt="a shrunk figure whose Enlarge button is hidden">
+  <style>#no-enlarge + button.posenc-enlarge { display: none !important; }</style>
   <div class="highlight"><pre class="posenc-no-cue">x = "a code line far wider than a phone's screen, scrolling in its box with no cue"</pre></div>
   <style>.posenc-no-cue { -webkit-mask-image: none !important; mask-image: none !important; }</style>
   <script src="https://cdn.example.com/analytics.js"></script>
@@ -244,6 +248,7 @@ def _broken_site(site: Path, tmp: Path) -> Path:
     _png(images / "opaque.png", (255, 255, 255, 255))
     _png(images / "clear.png", (0, 0, 0, 0))
     _tiny_text_figure(images / "tiny.png")
+    _tiny_text_figure(images / "shrunk.png")
     html = (site / "en" / "index.html").read_text(encoding="utf-8")
     # No copy buttons: drop copybutton.js.  The language switch still says index.html.
     # The transparent image opts out of the theme's white backing (class dark-light).
@@ -307,7 +312,9 @@ EXPECTED_NARROW_FAILURES = {
     "scroll box without a cue": "box(es) scroll sideways at 390 px with no cue",
     "heavy asset": "loads ['fontawesome.js'] (the book does without)",
     "figure without a font record": "figure opaque.png carries no font size",
-    "figure words too small": "draws words at 2.3 px at 390 px (minimum 8) and does not enlarge",
+    "figure words too small": "draws words at 2.3 px at 390 px (minimum 11)",
+    "table word broken": "word(s) in tables broken across lines at 390 px",
+    "figure without an Enlarge button": "shown smaller than drawn at 390 px with no visible",
     "dead chapter-list button": "chapter list at 390 px: clicking .primary-toggle does not open",
     "dead contents button": "page contents at 390 px: clicking .secondary-toggle does not open",
 }
@@ -334,3 +341,54 @@ def test_broken_page_fails(site, browser, tmp_path):
                if needle not in narrow_text]
     text += "\n" + narrow_text
     assert not missed, f"checks that did not fire: {missed}\nreported:\n{text}"
+
+
+WIDE_MATH_JS = """
+() => [...document.querySelectorAll("article div.math")]
+  .filter(box => box.getClientRects().length)
+  .map(box => {
+    const shown = [...box.querySelectorAll("math")].find(m => getComputedStyle(m).display !== "none");
+    return {narrow: !!shown && shown.classList.contains("posenc-math-narrow"),
+            forms: box.querySelectorAll("math").length,
+            width: shown ? Math.round(shown.getBoundingClientRect().width) : 0,
+            room: box.clientWidth,
+            tex: (box.querySelector("annotation")?.textContent || "").slice(0, 50)};
+  })
+"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_rope_equations_fit_a_phone(lang, base, browser):
+    """On a 390 px phone every display equation of the RoPE chapter fits its column: the
+    long ones show their narrow form (broken lines, the matrix by blocks); from 600 px up
+    the wide form is back, and the same equations have a narrow form in both languages."""
+    ctx = new_context(browser)
+    try:
+        page = ctx.new_page()
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.goto(f"{base}/{lang}/rope.html", wait_until="load")
+        narrow = page.evaluate(WIDE_MATH_JS)
+        page.set_viewport_size({"width": 1280, "height": 900})
+        wide = page.evaluate(WIDE_MATH_JS)
+    finally:
+        ctx.close()
+    assert narrow, "no display math on the rope page"
+    too_wide = [m for m in narrow if m["width"] > m["room"] + 1]
+    assert not too_wide, too_wide
+    with_forms = [m for m in narrow if m["forms"] == 2]
+    assert len(with_forms) >= 10 and all(m["narrow"] for m in with_forms), narrow
+    assert not any(m["narrow"] for m in wide), wide
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_general_index_fits_a_phone(lang, base, browser):
+    """The general index (two table columns of entries) does not scroll sideways at 390 px."""
+    ctx = new_context(browser)
+    try:
+        page = ctx.new_page()
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.goto(f"{base}/{lang}/genindex.html", wait_until="load")
+        over = page.evaluate(OVERFLOW_JS)
+    finally:
+        ctx.close()
+    assert not over, over

@@ -212,7 +212,9 @@ def test_every_formula_of_the_book_converts(tmp_path):
         inline = re.findall(r"(?<![\\$])\$([^$\n]+?)\$", re.sub(r"\$\$.+?\$\$", "", text, flags=re.S))
         cases = ([(posenc_math.display_tex(nodes.math_block(d, d.strip())), True)
                   for d in displays] + [(i, False) for i in inline])
-        for tex, display in cases:
+        narrow = [(posenc_math.narrow_tex(d.strip()), True) for d in displays]
+        cases = [(posenc_math.strip_comments(tex), display) for tex, display in cases]
+        for tex, display in cases + [(tex, d) for tex, d in narrow if tex is not None]:
             count += 1
             try:
                 posenc_math.tex_to_mathml(tex, display)
@@ -223,6 +225,27 @@ def test_every_formula_of_the_book_converts(tmp_path):
     # and the check bites: TeX the converter does not know is reported, not passed on
     with pytest.raises(ValueError, match="left unconverted"):
         posenc_math.tex_to_mathml(r"a = \unknowncommand x", True)
+
+
+def test_narrow_math_forms():
+    """``%|`` breaks a display's narrow form (a chain one step per line; a new row in an
+    aligned display); ``%narrow:`` gives it outright; comments never reach the MathML."""
+    import posenc_math
+
+    assert posenc_math.narrow_tex("a = b") is None
+    assert posenc_math.narrow_tex(r"a = b \% c") is None  # an escaped percent
+    chain = posenc_math.narrow_tex("a = b %|\n= c %| here\n= d")
+    assert chain == r"\begin{split}&a = b\\&\quad = c\\&\quad = d\end{split}"
+    rows = posenc_math.narrow_tex("\\begin{aligned}\nx &= a + b %|\n+ c\n\\end{aligned}")
+    assert r"a + b \\ &\qquad" in rows and "%" not in rows
+    gathered = posenc_math.narrow_tex("\\begin{gathered}\nx = 1, \\qquad %|\ny = 2\n"
+                                      "\\end{gathered}")
+    assert gathered == r"\begin{split}&x = 1, \qquad\\&y = 2\end{split}"
+    assert posenc_math.narrow_tex("R = M\n%narrow: R = \\operatorname{diag}(A, B)") == \
+        r"R = \operatorname{diag}(A, B)"
+    assert posenc_math.strip_comments("a = b %|\n%narrow: x\n= c\n\nd") == "a = b \n= c\n\nd"
+    for tex in (chain, rows, gathered):
+        assert "<mtable" in posenc_math.tex_to_mathml(tex, True)
 
 
 # -- Languages -----------------------------------------------------------------------

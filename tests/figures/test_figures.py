@@ -172,19 +172,94 @@ def test_png_has_no_timestamp_or_version():
 
 
 def test_figure_repr_png_for_jupyter():
-    """A 2x PNG that the page shows at DPI pixels per inch, with its smallest font."""
+    """A 2x PNG that the page shows at DPI pixels per inch, with its smallest font, and
+    the phone variant in the output's metadata."""
+    import base64
+
     from PIL import Image
 
     from posenc.figures import _style
 
     fig = pf.encoding_pipeline()
+    size_before = tuple(fig.get_size_inches())
     png, meta = fig._repr_png_()
+    assert tuple(fig.get_size_inches()) == size_before  # drawn from copies
     assert png[:4] == b"\x89PNG"
-    width_in = fig.get_size_inches()[0]
-    assert meta == {"width": round(width_in * _style.DPI)}
+    width_in = min(fig.get_size_inches()[0], _style.DESKTOP_WIDTH_PX / _style.DPI)
+    assert meta["width"] == round(width_in * _style.DPI)
     image = Image.open(io.BytesIO(png))
     assert image.width == pytest.approx(width_in * _style.DPI * _style.PNG_SCALE, abs=2)
-    assert float(image.text[_style.MIN_FONT_KEY]) == pf.min_font_size(fig) > 0
+    assert float(image.text[_style.MIN_FONT_KEY]) >= _style.MIN_FONT_PT
+    phone = meta[_style.PHONE_KEY]
+    assert phone["width"] == _style.PHONE_WIDTH_PX
+    small = Image.open(io.BytesIO(base64.b64decode(phone["png"])))
+    assert small.width == pytest.approx(phone["width"] * _style.PNG_SCALE, abs=2)
+    assert small.height == pytest.approx(phone["height"] * _style.PNG_SCALE, abs=2)
+    assert float(small.text[_style.MIN_FONT_KEY]) >= _style.MIN_FONT_PT
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_figure_variants_are_legible(name, lang, strict_rendering):
+    """Desktop: at most DESKTOP_WIDTH_PX wide; phone: PHONE_WIDTH_PX wide, panels one
+    under the other; both with every word at MIN_FONT_PT or more, no word wider than
+    the figure, and every glyph found (the strict fixture)."""
+    from matplotlib.text import Text
+
+    from posenc.figures import _style
+
+    pf.set_language(lang)
+    fig = FIGURES[name]()
+    variants = pf.figure_variants(fig)
+    for kind, width in (("desktop", _style.DESKTOP_WIDTH_PX), ("phone", _style.PHONE_WIDTH_PX)):
+        var = variants[kind]
+        assert var is not fig
+        shown = var.get_size_inches()[0] * _style.DPI
+        assert shown <= width + 0.5
+        assert pf.min_font_size(var) >= _style.MIN_FONT_PT
+        buf = io.BytesIO()
+        pf.save_figure(var, buf)
+        renderer = var._get_renderer()
+        for text in var.findobj(Text):
+            if text.get_visible() and text.get_text().strip():
+                assert text.get_window_extent(renderer).width <= var.bbox.width + 1, \
+                    (kind, text.get_text())
+    phone = variants["phone"]
+    lefts = {round(ax.get_position().x0, 2) for ax in phone.axes
+             if ax.get_label() != "<colorbar>" and ax.get_subplotspec() is not None}
+    assert len(lefts) == 1, f"{name}: phone panels side by side at {sorted(lefts)}"
+
+
+def test_reflow_figure_stacks_panels_and_raises_small_words():
+    from posenc.figures import _style
+
+    fig, axes = pf.new_figure(2, 3, figsize=(10.0, 5.0), squeeze=False)
+    axes[0, 0].set_title("tiny", fontsize=4)
+    axes[1, 2].legend(handles=axes[1, 2].plot([0, 1], label="a long legend entry")
+                      + axes[1, 2].plot([1, 0], label="another long entry"), ncols=2)
+    assert pf.reflow_figure(fig, 300, stack=True) is fig
+    assert fig.get_size_inches()[0] == pytest.approx(300 / _style.DPI)
+    assert [ax.get_subplotspec().rowspan.start for ax in axes.ravel()] == [0, 1, 2, 3, 4, 5]
+    assert pf.min_font_size(fig) == _style.MIN_FONT_PT
+    assert axes[1, 2].get_legend()._ncols == 1  # two columns would not fit
+
+
+@pytest.mark.parametrize("bad", [0, -3, float("nan"), "wide", True])
+def test_reflow_figure_rejects_bad_width(bad):
+    fig, _ = pf.new_figure()
+    with pytest.raises(ValueError, match="width_px must be a positive number"):
+        pf.reflow_figure(fig, bad)
+
+
+def test_wrapped_words_keep_math_and_split_chinese():
+    from posenc.figures._style import _wrap_words
+
+    text = "one row against the column index, $d = 512$"
+    lines = _wrap_words(text, 2).split("\n")
+    assert len(lines) == 2 and " ".join(lines) == text
+    assert all(line.count("$") % 2 == 0 for line in lines)  # math never split
+    zh = _wrap_words("归一化索引：随序列长度而变，越来越长", 2)
+    assert zh.replace("\n", "") == "归一化索引：随序列长度而变，越来越长" and zh.count("\n") == 1
 
 
 def test_figure_argument_errors():
