@@ -39,6 +39,58 @@ def test_atlas_counts_and_the_exception():
     assert sum(d.global_rope.rotated_fraction < 1 for d in models) == 3  # DeepSeek, Gemma 4 x2
 
 
+def test_seven_models_apply_one_rope_the_same_way_in_every_layer():
+    models = atlas()
+    single = [d.name for d in models if len(d.layers) == 1 and d.nope_layers == 0]
+    assert len(single) == 7, single
+    mixing = [d.name for d in models if any(layer.window for layer in d.layers)
+              and (d.nope_layers > 0 or any(layer.window is None for layer in d.layers))]
+    assert "Mistral 7B" not in mixing and "Mistral 7B" in single  # a window in every layer
+    assert len(mixing) == 8, mixing
+
+
+def test_every_layer_type_with_a_span_has_a_pair_that_never_turns_within_it():
+    seen = 0
+    for d in atlas():
+        for layer in d.layers:
+            ratio = d.wavelength_over_span(layer)
+            if ratio is not None:
+                seen += 1
+                assert ratio > 1, (d.name, layer.layer_type)
+    assert seen >= 16
+
+
+def test_the_span_not_the_configured_length_bounds_rope_offsets():
+    rows = {d.name.split(" (")[0]: d.row() for d in atlas()}
+    mistral, maverick = rows["Mistral 7B"], rows["Llama 4 Maverick 17B-128E"]
+    assert mistral["largest_offset"] == 4095 and mistral["max_length"] == 32768
+    assert maverick["largest_offset"] == 8191
+    assert maverick["longest_wavelength_over_span"] == pytest.approx(312.4, abs=0.05)
+    assert maverick["longest_wavelength"] / maverick["max_length"] == pytest.approx(2.44, abs=0.005)
+
+
+def test_gemma3_global_layers_are_scaled_8x_and_gemma4_patterns():
+    _, g3 = model("gemma-3-27b")
+    local, glob = g3.layers
+    assert g3.factor == 8 and glob.rope_type == "linear" and local.rope_type == "default"
+    assert glob.longest_wavelength() == pytest.approx(8 * glob.longest_wavelength(scaled=False))
+    assert 40.4e6 < glob.longest_wavelength() < 40.6e6
+    np.testing.assert_array_equal(local.inv_freq, local.plain_inv_freq)  # local untouched
+    for slug, ratio, window in (("gemma-4-31b", 5, 1024), ("gemma-4-e2b", 4, 512)):
+        _, d = model(slug)
+        loc, gl = d.layers
+        assert (loc.layers // gl.layers, loc.layers % gl.layers, loc.window) == (ratio, 0, window)
+
+
+def test_olmo3_config_scales_only_the_full_attention_layers():
+    from transformers import Olmo3Config
+
+    c = Olmo3Config(num_hidden_layers=4, rope_scaling={
+        "rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 8192})
+    assert c.rope_parameters["full_attention"]["rope_type"] == "yarn"
+    assert c.rope_parameters["sliding_attention"]["rope_type"] == "default"
+
+
 def test_every_model_with_a_length_has_a_slow_pair_that_never_turned():
     for d in atlas():
         if d.training_length is not None:

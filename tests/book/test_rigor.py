@@ -193,20 +193,21 @@ ALLOWED_NAMES = {
     # the experiments chapter: a corpus package, Student's t, an author
     "SymPy", "Student", "Haviv",
     "Qwen", "Scout", "Maverick", "JSON", "OpenAI", "MaxText", "LongRoPE2", "VideoRoPE",
-    "Mixed", "DCA",
+    "Mixed", "DCA", "E2B", "OLMo", "Olmo3Config",
     # libraries, tools, systems, companies, datasets
     "PyTorch", "NumPy", "Python", "MyST", "NB", "Linux", "Meta", "README", "WMT", "BLEU",
     "WikiText", "SHA", "F821", "AllenNLP",
     # people
     "Chen", "Heo", "Kazemnejad", "Liu", "Peng", "Press", "Shaw", "Vaswani", "Barbero", "Yang",
-    "Chiang", "Cholak", "Hahn",
+    "Chiang", "Cholak", "Hahn", "Nakanishi",
     # acronyms and units
     "API", "CPU", "GPU", "KV", "NaN", "GB", "MB", "KiB", "MiB",
     # symbols written outside math in figure labels: PE(p)
     "PE",
 }
 # Names of more than one word, removed before the word check.
-ALLOWED_NAME_PHRASES = ("Hugging Face", "The Annotated Transformer", "AI Stack Exchange")
+ALLOWED_NAME_PHRASES = ("Hugging Face", "The Annotated Transformer", "AI Stack Exchange",
+                        "Scalable-Softmax")
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 CODE_FENCE = re.compile(r"^(`{3,}|~{3,})\s*(.*)$")
