@@ -678,7 +678,7 @@ def format_description(d: ModelDescription) -> str:
         f"  rotated           {r['rotated']} features of the global layers "
         f"({r['rotated_fraction']:.0%}), layout {r['layout']}",
         f"  scaling           {r['scaling']}, attention factor {r['attention_factor']:.4g}",
-        f"  lengths           trained {_fmt_len(r['original_length'])}, "
+        f"  lengths           original {_fmt_len(r['original_length'])}, "
         f"configured {_fmt_len(r['max_length'])}",
         f"  layers            {r['layers']}",
         f"  longest wavelength {r['longest_wavelength']:,.0f} tokens",

@@ -532,3 +532,21 @@ def test_llama31_file_layout_reads_into_the_rope_parameters_shown():
     inv_a, att_a = rope_frequencies(dim, loaded)
     inv_b, att_b = rope_frequencies(dim, llama31)
     assert np.array_equal(inv_a, inv_b) and att_a == att_b
+
+
+def test_men_et_al_criterion_against_the_atlas_spans():
+    # the section 'The smallest base for a length': what each atlas model's base serves
+    from posenc.analysis.base_bound import usable_context
+    from posenc.atlas import atlas
+
+    served = {}
+    for m in atlas():
+        layer, span = m.reach, m.row()["span"]
+        if span is not None:
+            turning = layer.plain_inv_freq[layer.plain_inv_freq > 0]
+            served[m.name.split(" (")[0]] = (span, usable_context(turning, 4 * span))
+    assert len(served) == 10
+    assert served["Llama 3.1 8B"] == (8192, 18437)
+    assert served["Qwen2.5 7B Instruct"] == (32768, 27114)
+    assert served["Mistral 7B"] == (4096, 1706)
+    assert sum(n is not None and n < w for w, n in served.values()) == 5

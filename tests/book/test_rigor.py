@@ -199,7 +199,7 @@ ALLOWED_NAMES = {
     "WikiText", "SHA", "F821", "AllenNLP",
     # people
     "Chen", "Heo", "Kazemnejad", "Liu", "Peng", "Press", "Shaw", "Vaswani", "Barbero", "Yang",
-    "Chiang", "Cholak", "Hahn", "Nakanishi",
+    "Chiang", "Cholak", "Hahn", "Nakanishi", "Men",
     # acronyms and units
     "API", "CPU", "GPU", "KV", "NaN", "GB", "MB", "KiB", "MiB",
     # symbols written outside math in figure labels: PE(p)
