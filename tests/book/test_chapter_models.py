@@ -356,3 +356,52 @@ def test_atlas_table_stacks_on_a_phone():
         BookTable(["a"], [["x"]], stack="yes")
     css = (Path(__file__).resolve().parents[2] / "docs/_static/posenc.css").read_text()
     assert "table.posenc-stack td::before" in css and "attr(data-label)" in css
+
+
+# -- hybrids and sinks (section models-hybrids) ----------------------------------------------
+
+
+def _calls_rotary(cls):
+    import inspect
+
+    return "apply_rotary_pos_emb(" in inspect.getsource(cls.forward)
+
+
+def test_which_attention_layers_rotate_in_transformers():
+    import inspect
+
+    from transformers import Cohere2Config, Qwen3NextConfig
+    from transformers.models.cohere2.modeling_cohere2 import Cohere2Attention
+    from transformers.models.falcon_h1.modeling_falcon_h1 import FalconH1Attention
+    from transformers.models.jamba.modeling_jamba import JambaAttention
+    from transformers.models.kimi_linear.modeling_kimi_linear import KimiLinearAttention
+
+    assert not _calls_rotary(KimiLinearAttention) and not _calls_rotary(JambaAttention)
+    assert _calls_rotary(FalconH1Attention)
+    src = inspect.getsource(Cohere2Attention.forward)
+    guard = src.index("if self.sliding_window is not None:")
+    assert src.index("apply_rotary_pos_emb(") > guard and src.count("apply_rotary_pos_emb(") == 1
+    types = Cohere2Config(num_hidden_layers=8).layer_types
+    assert types == (["sliding_attention"] * 3 + ["full_attention"]) * 2
+    nxt = Qwen3NextConfig(num_hidden_layers=8, head_dim=256)
+    assert nxt.layer_types == (["linear_attention"] * 3 + ["full_attention"]) * 2
+    assert int(nxt.head_dim * nxt.rope_parameters["partial_rotary_factor"]) == 64
+
+
+@pytest.mark.parametrize("n_keys", [16, 1024])
+def test_sink_share_equals_gpt_oss_attention(n_keys):
+    from transformers.models.gpt_oss.modeling_gpt_oss import eager_attention_forward
+
+    class Stub(torch.nn.Module):
+        num_key_value_groups = 1
+
+        def __init__(self):
+            super().__init__()
+            self.sinks = torch.nn.Parameter(torch.tensor([3.0], dtype=torch.float64))
+
+    q = torch.zeros(1, 1, 1, 8, dtype=torch.float64)        # equal logits for every key
+    k = torch.randn(1, 1, n_keys, 8, dtype=torch.float64)
+    v = torch.randn(1, 1, n_keys, 8, dtype=torch.float64)
+    _, weights = eager_attention_forward(Stub(), q, k, v, None, scaling=1.0)
+    share = 1 - float(weights.sum())
+    assert share == pytest.approx(np.exp(3.0) / (n_keys + np.exp(3.0)), rel=1e-9)

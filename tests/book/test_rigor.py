@@ -193,7 +193,8 @@ ALLOWED_NAMES = {
     # the experiments chapter: a corpus package, Student's t, an author
     "SymPy", "Student", "Haviv",
     "Qwen", "Scout", "Maverick", "JSON", "OpenAI", "MaxText", "LongRoPE2", "VideoRoPE",
-    "Mixed", "DCA", "E2B", "OLMo", "Olmo3Config",
+    "Mixed", "DCA", "E2B", "OLMo", "Olmo3Config", "QK", "Norm", "RNoPE", "SWA", "Cohere",
+    "Command", "R7B", "Next", "Linear", "MLA", "Jamba", "Falcon",
     # libraries, tools, systems, companies, datasets
     "PyTorch", "NumPy", "Python", "MyST", "NB", "Linux", "Meta", "README", "WMT", "BLEU",
     "WikiText", "SHA", "F821", "AllenNLP",
