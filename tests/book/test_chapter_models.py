@@ -405,3 +405,26 @@ def test_sink_share_equals_gpt_oss_attention(n_keys):
     _, weights = eager_attention_forward(Stub(), q, k, v, None, scaling=1.0)
     share = 1 - float(weights.sum())
     assert share == pytest.approx(np.exp(3.0) / (n_keys + np.exp(3.0)), rel=1e-9)
+
+
+def test_deepseek_v32_indexer_in_the_wrong_layout_loses_its_top_keys():
+    rng = np.random.default_rng(0)
+    q_pe = rng.standard_normal((1, 64))
+    k_pe = rng.standard_normal((4096, 64))
+    pos, qpos = np.arange(4096), np.array([4095])
+
+    def scores(layout):
+        q = posenc.apply_rope(q_pe.copy(), qpos, layout=layout)
+        k = posenc.apply_rope(k_pe.copy(), pos, layout=layout)
+        return (k @ q.T)[:, 0]
+
+    trained, buggy = scores("half"), scores("interleaved")
+    kept = len(set(np.argsort(trained)[-256:]) & set(np.argsort(buggy)[-256:])) / 256
+    assert kept < 0.15 and abs(np.corrcoef(trained, buggy)[0, 1]) < 0.2
+    assert trained[-1] == pytest.approx(buggy[-1])  # offset 0: no rotation left
+    # the interleaved rotation of the half-layout features is a different rotation:
+    # permuting the features into the other layout makes the two agree again
+    perm = np.concatenate([np.arange(0, 64, 2), np.arange(1, 64, 2)])  # interleaved -> half
+    k_half = posenc.apply_rope(k_pe[:, perm].copy(), pos, layout="half")
+    k_inter = posenc.apply_rope(k_pe.copy(), pos, layout="interleaved")
+    np.testing.assert_allclose(k_half, k_inter[:, perm], atol=1e-12)

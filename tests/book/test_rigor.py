@@ -194,7 +194,7 @@ ALLOWED_NAMES = {
     "SymPy", "Student", "Haviv",
     "Qwen", "Scout", "Maverick", "JSON", "OpenAI", "MaxText", "LongRoPE2", "VideoRoPE",
     "Mixed", "DCA", "E2B", "OLMo", "Olmo3Config", "QK", "Norm", "RNoPE", "SWA", "Cohere",
-    "Command", "R7B", "Next", "Linear", "MLA", "Jamba", "Falcon",
+    "Command", "R7B", "Next", "Linear", "MLA", "Jamba", "Falcon", "Exp",
     # libraries, tools, systems, companies, datasets
     "PyTorch", "NumPy", "Python", "MyST", "NB", "Linux", "Meta", "README", "WMT", "BLEU",
     "WikiText", "SHA", "F821", "AllenNLP",
