@@ -428,3 +428,9 @@ def test_deepseek_v32_indexer_in_the_wrong_layout_loses_its_top_keys():
     k_half = posenc.apply_rope(k_pe[:, perm].copy(), pos, layout="half")
     k_inter = posenc.apply_rope(k_pe.copy(), pos, layout="interleaved")
     np.testing.assert_allclose(k_half, k_inter[:, perm], atol=1e-12)
+
+
+@given(st.integers(8192, 10**8))
+def test_qwen_logn_is_scalable_softmax_with_s_one_over_ln_l(n):
+    L = 8192
+    assert logn_attention_scale(np.array([n - 1]), L)[0] == pytest.approx(np.log(n) / np.log(L))
