@@ -208,7 +208,7 @@ ALLOWED_NAMES = {
 }
 # Names of more than one word, removed before the word check.
 ALLOWED_NAME_PHRASES = ("Hugging Face", "The Annotated Transformer", "AI Stack Exchange",
-                        "Scalable-Softmax")
+                        "Scalable-Softmax", "Self-Extend", "Leaky ReRoPE", "ReRoPE")
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 CODE_FENCE = re.compile(r"^(`{3,}|~{3,})\s*(.*)$")
