@@ -194,7 +194,8 @@ ALLOWED_NAMES = {
     "SymPy", "Student", "Haviv",
     "Qwen", "Scout", "Maverick", "JSON", "OpenAI", "MaxText", "LongRoPE2", "VideoRoPE",
     "Mixed", "DCA", "E2B", "OLMo", "Olmo3Config", "QK", "Norm", "RNoPE", "SWA", "Cohere",
-    "Command", "R7B", "Next", "Linear", "MLA", "Jamba", "Falcon", "Exp",
+    "Command", "R7B", "Next", "Linear", "MLA", "Jamba", "Falcon", "Exp", "MHA2MLA", "SVD",
+    "LongBench", "TransMLA", "GQA",
     # libraries, tools, systems, companies, datasets
     "PyTorch", "NumPy", "Python", "MyST", "NB", "Linux", "Meta", "README", "WMT", "BLEU",
     "WikiText", "SHA", "F821", "AllenNLP",
