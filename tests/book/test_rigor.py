@@ -195,13 +195,14 @@ ALLOWED_NAMES = {
     "Qwen", "Scout", "Maverick", "JSON", "OpenAI", "MaxText", "LongRoPE2", "VideoRoPE",
     "Mixed", "DCA", "E2B", "OLMo", "Olmo3Config", "QK", "Norm", "RNoPE", "SWA", "Cohere",
     "Command", "R7B", "Next", "Linear", "MLA", "Jamba", "Falcon", "Exp", "MHA2MLA", "SVD",
-    "LongBench", "TransMLA", "GQA",
+    "LongBench", "TransMLA", "GQA", "FoPE", "HoPE", "CoPE", "PaTH", "FoX", "FlashAttention",
+    "Householder", "Flip", "Flop",
     # libraries, tools, systems, companies, datasets
     "PyTorch", "NumPy", "Python", "MyST", "NB", "Linux", "Meta", "README", "WMT", "BLEU",
     "WikiText", "SHA", "F821", "AllenNLP",
     # people
     "Chen", "Heo", "Kazemnejad", "Liu", "Peng", "Press", "Shaw", "Vaswani", "Barbero", "Yang",
-    "Chiang", "Cholak", "Hahn", "Nakanishi", "Men",
+    "Chiang", "Cholak", "Hahn", "Nakanishi", "Men", "Hua", "Golovneva", "Lin",
     # acronyms and units
     "API", "CPU", "GPU", "KV", "NaN", "GB", "MB", "KiB", "MiB",
     # symbols written outside math in figure labels: PE(p)
