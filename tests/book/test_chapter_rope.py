@@ -502,10 +502,6 @@ def test_benchmark_table_reads_results_and_says_when_missing():
 
 def test_a_constant_forget_gate_is_an_alibi_head():
     # section rope-variants: FoX with one constant gate f adds (i - j) ln f, ALiBi's bias
-    import numpy as np
-
-    import posenc
-
     for heads in (1, 4, 8, 16):
         n = 7
         slopes = posenc.alibi_slopes(heads)
