@@ -434,3 +434,13 @@ def test_deepseek_v32_indexer_in_the_wrong_layout_loses_its_top_keys():
 def test_qwen_logn_is_scalable_softmax_with_s_one_over_ln_l(n):
     L = 8192
     assert logn_attention_scale(np.array([n - 1]), L)[0] == pytest.approx(np.log(n) / np.log(L))
+
+
+def test_streaming_llm_cache_positions_bound_the_offset():
+    # StreamingLLM (4 sinks + 1020 recent): positions within the cache, not in the text
+    n_sink, n_recent = 4, 1020
+    for n_seen in (10, 1024, 1025, 1_000_000):
+        kept = np.r_[0:min(n_sink, n_seen), max(n_sink, n_seen - n_recent):n_seen]
+        assert kept.size == min(n_seen, n_sink + n_recent)
+        assert np.all(np.diff(kept) > 0) and kept[-1] == n_seen - 1
+        assert kept.size - 1 <= 1023 and (n_seen < 1025 or kept[-1] - kept[0] == n_seen - 1)

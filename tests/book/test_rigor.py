@@ -196,7 +196,7 @@ ALLOWED_NAMES = {
     "Mixed", "DCA", "E2B", "OLMo", "Olmo3Config", "QK", "Norm", "RNoPE", "SWA", "Cohere",
     "Command", "R7B", "Next", "Linear", "MLA", "Jamba", "Falcon", "Exp", "MHA2MLA", "SVD",
     "LongBench", "TransMLA", "GQA", "FoPE", "HoPE", "CoPE", "PaTH", "FoX", "FlashAttention",
-    "Householder", "Flip", "Flop",
+    "Householder", "Flip", "Flop", "StreamingLLM",
     # libraries, tools, systems, companies, datasets
     "PyTorch", "NumPy", "Python", "MyST", "NB", "Linux", "Meta", "README", "WMT", "BLEU",
     "WikiText", "SHA", "F821", "AllenNLP",
