@@ -176,7 +176,7 @@ BANNED_ZH_PATTERNS = {
 ALLOWED_LOWERCASE = {
     "posenc", "softmax", "numpy", "torch", "transformers", "nox", "pytest", "jieba",
     "ruff", "pyflakes", "tensor2tensor", "fairseq", "glibc", "dropout", "arange", "timm",
-    "sin", "cos", "logits", "ms",
+    "sin", "cos", "logits", "ms", "diffusers",
 }
 
 # Capitalised English words that may stand in Chinese prose: names of models, libraries,
