@@ -439,10 +439,6 @@ def test_figure_argument_errors():
 
 def test_video_rope_split_of_a_64_wide_head():
     # diffusers' get_3d_rotary_pos_embed: t gets d/4, h and w 3d/8 each, each a 1-D RoPE
-    import numpy as np
-
-    import posenc
-
     head = 64
     widths = (head // 4, head // 8 * 3, head // 8 * 3)
     assert sum(widths) == head and widths == (16, 24, 24)
