@@ -52,7 +52,8 @@ from ._typing import FloatArray
 from ._validation import check_base, check_bool, check_count, check_d_model, check_real
 from .sinusoidal import inverse_frequencies
 
-__all__ = ["rope_frequencies", "is_per_layer_type", "ROPE_FREQUENCY_FUNCTIONS", "ROPE_TYPES"]
+__all__ = ["rope_frequencies", "is_per_layer_type", "axial_frequencies", "ROPE_FREQUENCY_FUNCTIONS",
+           "ROPE_TYPES"]
 
 #: Keys every rope_type accepts (``type`` is the old name of ``rope_type``).
 _COMMON_KEYS = frozenset({"rope_type", "type", "rope_theta", "partial_rotary_factor"})
@@ -646,3 +647,62 @@ def rope_frequencies(dim: int, rope_parameters: Mapping[str, Any] | None = None,
         d, params, seq_len, max_position_embeddings
     )
     return np.asarray(inv_freq, dtype=np.float64), float(attention_factor)
+
+
+def axial_frequencies(head_dim: int, rope_parameters: Mapping[str, Any] | None = None
+                      ) -> tuple[FloatArray, float]:
+    r"""The frequencies of transformers' ``"axial"`` rope type (2-D RoPE of vision towers).
+
+    transformers 5.23 lists ``"axial"`` among the rope types of ``RopeParameters`` but not
+    in ``ROPE_INIT_FUNCTIONS``: the vision towers that use it (Qwen3-VL, GLM-4V and
+    others, whose vision configs default to it) compute it in their own rotary module.
+    With :math:`q = d/4` pairs per axis and base :math:`b`,
+
+    .. math:: \omega_j = b^{-2j/(d/2)} = b^{-j/q}, \qquad j = 0, \dots, q - 1,
+
+    the spatial RoPE of a head of :math:`d/2` features.  A patch at row :math:`h` and
+    column :math:`w` turns the pairs :math:`(j, j + d/2)` of the head (the ``"half"``
+    layout) by :math:`h\,\omega_j` for :math:`j < q` and by :math:`w\,\omega_{j-q}` for
+    :math:`q \le j < 2q`; the whole head turns, no feature is left out.  This is
+    :func:`posenc.apply_rope_2d` with ``layout="half"``, its ``cols`` argument given the
+    rows :math:`h` and its ``rows`` argument the columns :math:`w` (posenc puts the
+    column on the first quarter of the pairs).  The attention factor is 1.
+
+    Parameters
+    ----------
+    head_dim : int
+        The head width :math:`d`, a positive multiple of 4.
+    rope_parameters : mapping, optional
+        ``{"rope_type": "axial", "rope_theta": b}`` (``rope_theta`` defaults to 10000).
+
+    Returns
+    -------
+    (numpy.ndarray, float)
+        :math:`\omega` (float64, ``head_dim // 4`` values) and the attention factor 1.0.
+
+    Raises
+    ------
+    TypeError
+        If ``head_dim`` is not an integer or ``rope_parameters`` not a mapping.
+    ValueError
+        If ``head_dim`` is not a positive multiple of 4, ``rope_type`` is not
+        ``"axial"``, or the base is not finite and > 1.
+
+    Examples
+    --------
+    >>> omega, factor = axial_frequencies(16, {"rope_type": "axial", "rope_theta": 1e4})
+    >>> omega.tolist(), factor
+    ([1.0, 0.1, 0.01, 0.001], 1.0)
+    """
+    d = check_d_model(head_dim, "head_dim")
+    if d % 4:
+        raise ValueError(f"head_dim must be a positive multiple of 4 (half the head "
+                         f"turns with the rows, half with the columns), got {d}")
+    params: Mapping[str, Any] = {} if rope_parameters is None else rope_parameters
+    if not isinstance(params, Mapping):
+        raise TypeError(f"rope_parameters must be a mapping, got {type(params).__name__}")
+    rope_type = params.get("rope_type", "axial")
+    if rope_type != "axial":
+        raise ValueError(f"rope_parameters['rope_type'] must be 'axial', got {rope_type!r}")
+    base = check_base(params.get("rope_theta", 10000.0))
+    return inverse_frequencies(d // 2, base), 1.0

@@ -146,8 +146,52 @@ class ModelDescription:
 
     @property
     def training_length(self) -> int | None:
-        """The length pretraining saw: the original length of a scaled model, else the max."""
+        """The config's training length: ``original_max_position_embeddings`` (the length
+        the long-context rule starts from) if set, else ``max_position_embeddings``.
+
+        This is what the config says, not always the pre-training context: Llama 4 Scout's
+        8,192 is the ``llama3`` rule's original length, while Meta pre-trained it on longer
+        sequences.
+        """
         return self.original_max_position_embeddings or self.max_position_embeddings
+
+    @property
+    def reach(self) -> LayerRope:
+        """The RoPE layer type that sees the furthest: a global one if any, else the one
+        with the largest window or chunk."""
+        for layer in self.layers:
+            if layer.window is None:
+                return layer
+        return max(self.layers, key=lambda layer: layer.window or 0)
+
+    def span(self, layer: LayerRope) -> int | None:
+        """How many positions a query of ``layer`` can see: its sliding window or chunk,
+        else the training length (None when the config gives none).
+
+        A causal sliding window of :math:`W` tokens (transformers: key :math:`j` is seen by
+        query :math:`i` when :math:`i - W < j \\le i`) and a chunk of :math:`W` tokens
+        (Llama 4: query and key in the same chunk) both bound the query-key offset by
+        :math:`W - 1`; a global layer's offsets are bounded by the context, here the
+        training length.  So the largest offset RoPE meets in this layer is
+        ``span(layer) - 1``.
+        """
+        if not isinstance(layer, LayerRope):
+            raise TypeError(f"layer must be a LayerRope, got {type(layer).__name__}")
+        if layer.window is not None:
+            return layer.window
+        return self.training_length
+
+    def span_kind(self, layer: LayerRope) -> str:
+        """What bounds :meth:`span`: ``"window"``, ``"chunk"`` or ``"training length"``."""
+        if layer.window is None:
+            return "training length"
+        return "chunk" if layer.window_kind == "chunked" else "window"
+
+    def wavelength_over_span(self, layer: LayerRope) -> float | None:
+        """The slowest pair's wavelength as pretrained over :meth:`span` (None if unknown):
+        above 1, that pair never completes a turn within the offsets the layer sees."""
+        span = self.span(layer)
+        return None if span is None else layer.longest_wavelength(scaled=False) / span
 
     def pattern(self) -> str:
         """The layers in words, e.g. ``"50 sliding(1024) + 10 global"``, ``"36 chunked(8192) + 12 NoPE"``."""
@@ -161,9 +205,17 @@ class ModelDescription:
         return " + ".join(parts)
 
     def row(self) -> dict[str, Any]:
-        """The atlas's columns for this model (plain Python values)."""
+        """The atlas's columns for this model (plain Python values).
+
+        ``span``, ``largest_offset``, ``longest_wavelength_over_span`` and
+        ``pairs_turning`` are those of :attr:`reach`, the RoPE layer type that sees the
+        furthest, measured against :meth:`span`: a sliding window, a chunk, or the training
+        length.
+        """
         g = self.global_rope
         length = self.training_length
+        reach = self.reach
+        span = self.span(reach)
         bases = " / ".join(f"{layer.rope_theta:g}" for layer in self.layers)
         return {
             "model": self.name,
@@ -176,12 +228,13 @@ class ModelDescription:
             "original_length": length,
             "max_length": self.max_position_embeddings,
             "layers": self.pattern(),
-            "longest_wavelength": g.longest_wavelength(scaled=False),
-            "longest_wavelength_over_length": (
-                None if length is None else g.longest_wavelength(scaled=False) / length
-            ),
-            "pairs_turning": None if length is None else g.pairs_turning_within(length),
-            "pairs": g.head_dim // 2,
+            "longest_wavelength": reach.longest_wavelength(scaled=False),
+            "span": span,
+            "span_kind": self.span_kind(reach),
+            "largest_offset": None if span is None else span - 1,
+            "longest_wavelength_over_span": self.wavelength_over_span(reach),
+            "pairs_turning": None if span is None else reach.pairs_turning_within(span),
+            "pairs": reach.head_dim // 2,
             "attention_factor": g.attention_factor,
         }
 
@@ -638,15 +691,19 @@ def format_description(d: ModelDescription, language: str | None = None) -> str:
         f"  rotated           {r['rotated']} features of the global layers "
         f"({r['rotated_fraction']:.0%}), layout {r['layout']}",
         f"  scaling           {r['scaling']}, attention factor {r['attention_factor']:.4g}",
-        f"  lengths           trained {_fmt_len(r['original_length'])}, "
+        f"  lengths           original {_fmt_len(r['original_length'])}, "
         f"configured {_fmt_len(r['max_length'])}",
         f"  layers            {r['layers']}",
         f"  longest wavelength {r['longest_wavelength']:,.0f} tokens",
     ]
+    if r["span"] is not None:
+        lines.append(
+            f"  largest offset    {r['largest_offset']:,} (bounded by the {r['span_kind']})"
+        )
     if r["pairs_turning"] is not None:
         lines.append(
             f"  pairs turning     {r['pairs_turning']} of {r['pairs']} complete a turn within "
-            f"{r['original_length']:,} tokens"
+            f"{r['span']:,} tokens"
         )
     lines += [f"  note              {n}" for n in d.notes]
     return "\n".join(lines)

@@ -22,23 +22,27 @@ add_labels({
     "models_scaled": {"en": "after the long-context rule", "zh": "经长上下文规则缩放后"},
     "models_training_length": {"en": "training length", "zh": "训练长度"},
     "models_no_turn": {"en": "frequency 0 (never turns)", "zh": "频率为 0（不旋转）"},
-    "models_longest_over_length": {"en": "longest wavelength / training length",
-                                   "zh": "最长波长 / 训练长度"},
+    "models_longest_over_span": {"en": "longest wavelength / span the layer sees",
+                                 "zh": "最长波长 / 该层看到的跨度"},
     "models_col_model": {"en": "model", "zh": "模型"},
     "models_col_type": {"en": "rope type", "zh": "类型"},
     "models_col_base": {"en": "base", "zh": "基数"},
     "models_col_rotated": {"en": "rotated", "zh": "参与旋转的维数"},
     "models_col_scaling": {"en": "scaling", "zh": "缩放"},
-    "models_col_lengths": {"en": "trained / configured", "zh": "训练 / 配置长度"},
+    "models_col_lengths": {"en": "original / configured", "zh": "原始 / 配置长度"},
     "models_col_layers": {"en": "layers", "zh": "层"},
-    "models_col_longest": {"en": "longest λ / L", "zh": "最长波长 λ / L"},
-    "models_col_turning": {"en": "pairs turning in L", "zh": "L 内转满一圈的维度对"},
+    "models_col_offset": {"en": "largest offset", "zh": "最大偏移"},
+    "models_col_longest": {"en": "longest λ / W", "zh": "最长波长 λ / W"},
+    "models_col_turning": {"en": "pairs turning in W", "zh": "W 内转满一圈的维度对"},
     "models_table_note": {
-        "en": "λ: wavelength of the slowest pair of the global layers as pretrained; "
-              "L: training length (the original length of a scaled model). "
+        "en": "W: the span of the RoPE layers that see furthest, a sliding window, a chunk "
+              "or the original length; the largest offset RoPE meets is W − 1. "
+              "λ: wavelength of those layers' slowest pair as pretrained. Original: "
+              "original_max_position_embeddings, else max_position_embeddings. "
               "-: the config does not say.",
-        "zh": "λ：全局层最慢维度对在预训练时的波长；L：训练长度（做过缩放的模型取原始长度）。"
-              "-：配置中没有这一项。"},
+        "zh": "W：看得最远的 RoPE 层的跨度，即滑动窗口、分块或原始长度；RoPE 遇到的最大偏移为 "
+              "W − 1。λ：这些层最慢维度对在预训练时的波长。原始长度：original_max_position_embeddings，"
+              "没有时取 max_position_embeddings。-：配置中没有这一项。"},
     "models_sliding": {"en": "sliding", "zh": "滑动窗口"},
     "models_chunked": {"en": "chunked", "zh": "分块"},
     "models_global": {"en": "global", "zh": "全局"},
@@ -101,30 +105,47 @@ def model_spectrum_figure(description):
     return fig
 
 
-def atlas_wavelength_figure(descriptions):
-    """Each model's longest wavelength over its training length, one row per model.
+_SPAN_MARKERS = (("sliding", "s", "models_sliding"), ("chunked", "D", "models_chunked"),
+                 (None, "o", "models_global"))
 
-    Models whose config gives no training length are left out.  A dot right of the
-    dashed line (ratio 1) means that the global layers' slowest pair never completed a
-    turn in pretraining.
+
+def atlas_wavelength_figure(descriptions):
+    """Each RoPE layer type's longest wavelength over the span it sees, one row per model.
+
+    The span is :meth:`posenc.atlas.ModelDescription.span`: the sliding window, the chunk,
+    or for global layers the training length.  A layer type whose span is unknown (a
+    global layer in a config without a length) is left out, and so is a model with no
+    known span.  Markers tell sliding-window, chunked and global layers apart.  A marker
+    right of the dashed line (ratio 1) means that the layer's slowest pair never
+    completes a turn within the offsets the layer can see.
     """
     descriptions = list(descriptions)
     if not descriptions:
         raise ValueError("descriptions must not be empty")
     for k, d in enumerate(descriptions):
         _check_description(d, f"descriptions[{k}]")
-    known = [d for d in descriptions if d.training_length is not None]
+    known = []
+    for d in descriptions:
+        points = [(layer.window_kind, d.wavelength_over_span(layer)) for layer in d.layers]
+        points = [(kind, x) for kind, x in points if x is not None]
+        if points:
+            known.append((d, points))
     if not known:
-        raise ValueError("descriptions must include a model with a known training length")
-    known.sort(key=lambda d: d.global_rope.longest_wavelength(scaled=False) / d.training_length)
-    x = [d.global_rope.longest_wavelength(scaled=False) / d.training_length for d in known]
-    y = np.arange(len(known))
-    fig, ax = new_figure(figsize=(5.2, 0.9 + 0.36 * len(known)))
-    ax.hlines(y, 1.0, x, color="0.75", lw=1.5)
-    ax.semilogx(x, y, "o", ms=6)
-    ax.set_yticks(y, [d.name.split(" (")[0] for d in known], fontsize=9)
+        raise ValueError("descriptions must include a model with a known span")
+    known.sort(key=lambda item: min(x for _, x in item[1]))
+    fig, ax = new_figure(figsize=(5.2, 1.2 + 0.36 * len(known)))
+    for y, (_, points) in enumerate(known):
+        xs = [x for _, x in points]
+        ax.hlines(y, min(1.0, *xs), max(1.0, *xs), color="0.8", lw=1.5)
+    for kind, marker, key in _SPAN_MARKERS:
+        xs = [x for _, points in known for k, x in points if k == kind]
+        ys = [y for y, (_, points) in enumerate(known) for k, _x in points if k == kind]
+        if xs:
+            ax.semilogx(xs, ys, marker, ms=6, ls="none", label=label(key))
+    ax.set_yticks(np.arange(len(known)), [d.name.split(" (")[0] for d, _ in known], fontsize=9)
     ax.axvline(1.0, color="0.4", lw=1, ls="--")
-    ax.set_xlabel(label("models_longest_over_length"))
+    ax.set_xlabel(label("models_longest_over_span"))
+    ax.legend(fontsize=9, loc="lower right")
     return fig
 
 
@@ -180,17 +201,19 @@ def atlas_table(descriptions):
     for d in descriptions:
         r = d.row()
         scaling = label("models_none") if r["scaling"] == "none" else r["scaling"]
-        ratio = r["longest_wavelength_over_length"]
+        ratio = r["longest_wavelength_over_span"]
         turning = "-" if r["pairs_turning"] is None else f"{r['pairs_turning']} / {r['pairs']}"
         rows.append([
             d.name.split(" (")[0], r["rope_type"], _grouped(r["base"]), r["rotated"], scaling,
             f"{length(r['original_length'])} / {length(r['max_length'])}",
-            _layers_words(d), "-" if ratio is None else f"{ratio:.3g}", turning,
+            _layers_words(d), length(r["largest_offset"]),
+            "-" if ratio is None else f"{ratio:.3g}", turning,
         ])
     header = [label(k) for k in ("models_col_model", "models_col_type", "models_col_base",
                                  "models_col_rotated", "models_col_scaling", "models_col_lengths",
-                                 "models_col_layers", "models_col_longest", "models_col_turning")]
-    return BookTable(header, rows, align="lllrlrlrr", note=label("models_table_note"),
+                                 "models_col_layers", "models_col_offset", "models_col_longest",
+                                 "models_col_turning")]
+    return BookTable(header, rows, align="lllrlrlrrr", note=label("models_table_note"),
                      stack=True)
 
 

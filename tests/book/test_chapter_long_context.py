@@ -532,3 +532,36 @@ def test_llama31_file_layout_reads_into_the_rope_parameters_shown():
     inv_a, att_a = rope_frequencies(dim, loaded)
     inv_b, att_b = rope_frequencies(dim, llama31)
     assert np.array_equal(inv_a, inv_b) and att_a == att_b
+
+
+def test_men_et_al_criterion_against_the_atlas_spans():
+    # the section 'The smallest base for a length': what each atlas model's base serves
+    from posenc.analysis.base_bound import usable_context
+    from posenc.atlas import atlas
+
+    served = {}
+    for m in atlas():
+        layer, span = m.reach, m.row()["span"]
+        if span is not None:
+            turning = layer.plain_inv_freq[layer.plain_inv_freq > 0]
+            served[m.name.split(" (")[0]] = (span, usable_context(turning, 4 * span))
+    assert len(served) == 10
+    assert served["Llama 3.1 8B"] == (8192, 18437)
+    assert served["Qwen2.5 7B Instruct"] == (32768, 27114)
+    assert served["Mistral 7B"] == (4096, 1706)
+    assert sum(n is not None and n < w for w, n in served.values()) == 5
+
+
+@pytest.mark.parametrize("d, s", [(64, 4.0), (128, 8.0), (256, 32.0)])
+def test_ntk_base_from_the_beta_base_reading(d, s):
+    # the highest 'digit' (slowest pair) spans s times more, the lowest is untouched,
+    # and the pair halfway is interpolated by s ** (1/2 + 1/(d - 2))
+    base = 10_000.0
+    beta = base ** (2 / d)
+    beta_new = beta * s ** (2 / (d - 2))
+    assert beta_new ** (d / 2) == pytest.approx(base * s ** (d / (d - 2)))
+    theta = posenc.inverse_frequencies(d, base)
+    theta_new = posenc.inverse_frequencies(d, base * s ** (d / (d - 2)))
+    scale = theta / theta_new
+    assert scale[0] == pytest.approx(1.0) and scale[-1] == pytest.approx(s)
+    assert scale[d // 4] == pytest.approx(s ** (0.5 + 1 / (d - 2)))

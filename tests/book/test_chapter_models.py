@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posenc
@@ -37,6 +37,58 @@ def test_atlas_counts_and_the_exception():
     assert sum(d.nope_layers > 0 for d in models) == 3          # Llama 4 x2, SmolLM3
     assert sum(any(layer.window for layer in d.layers) for d in models) >= 8
     assert sum(d.global_rope.rotated_fraction < 1 for d in models) == 3  # DeepSeek, Gemma 4 x2
+
+
+def test_seven_models_apply_one_rope_the_same_way_in_every_layer():
+    models = atlas()
+    single = [d.name for d in models if len(d.layers) == 1 and d.nope_layers == 0]
+    assert len(single) == 7, single
+    mixing = [d.name for d in models if any(layer.window for layer in d.layers)
+              and (d.nope_layers > 0 or any(layer.window is None for layer in d.layers))]
+    assert "Mistral 7B" not in mixing and "Mistral 7B" in single  # a window in every layer
+    assert len(mixing) == 8, mixing
+
+
+def test_every_layer_type_with_a_span_has_a_pair_that_never_turns_within_it():
+    seen = 0
+    for d in atlas():
+        for layer in d.layers:
+            ratio = d.wavelength_over_span(layer)
+            if ratio is not None:
+                seen += 1
+                assert ratio > 1, (d.name, layer.layer_type)
+    assert seen >= 16
+
+
+def test_the_span_not_the_configured_length_bounds_rope_offsets():
+    rows = {d.name.split(" (")[0]: d.row() for d in atlas()}
+    mistral, maverick = rows["Mistral 7B"], rows["Llama 4 Maverick 17B-128E"]
+    assert mistral["largest_offset"] == 4095 and mistral["max_length"] == 32768
+    assert maverick["largest_offset"] == 8191
+    assert maverick["longest_wavelength_over_span"] == pytest.approx(312.4, abs=0.05)
+    assert maverick["longest_wavelength"] / maverick["max_length"] == pytest.approx(2.44, abs=0.005)
+
+
+def test_gemma3_global_layers_are_scaled_8x_and_gemma4_patterns():
+    _, g3 = model("gemma-3-27b")
+    local, glob = g3.layers
+    assert g3.factor == 8 and glob.rope_type == "linear" and local.rope_type == "default"
+    assert glob.longest_wavelength() == pytest.approx(8 * glob.longest_wavelength(scaled=False))
+    assert 40.4e6 < glob.longest_wavelength() < 40.6e6
+    np.testing.assert_array_equal(local.inv_freq, local.plain_inv_freq)  # local untouched
+    for slug, ratio, window in (("gemma-4-31b", 5, 1024), ("gemma-4-e2b", 4, 512)):
+        _, d = model(slug)
+        loc, gl = d.layers
+        assert (loc.layers // gl.layers, loc.layers % gl.layers, loc.window) == (ratio, 0, window)
+
+
+def test_olmo3_config_scales_only_the_full_attention_layers():
+    from transformers import Olmo3Config
+
+    c = Olmo3Config(num_hidden_layers=4, rope_scaling={
+        "rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 8192})
+    assert c.rope_parameters["full_attention"]["rope_type"] == "yarn"
+    assert c.rope_parameters["sliding_attention"]["rope_type"] == "default"
 
 
 def test_every_model_with_a_length_has_a_slow_pair_that_never_turned():
@@ -133,6 +185,7 @@ def qwen_logn_reference(seq_length, n):
     return [(math.log(i, seq_length) if i > seq_length else 1) for i in range(1, n + 1)]
 
 
+@settings(deadline=None)  # the reference loops in Python: slow on a loaded machine
 @given(length=st.integers(2, 70_000), start=st.integers(0, 200_000), n=st.integers(1, 64))
 def test_logn_scale_equals_qwen_reference(length, start, n):
     ours = logn_attention_scale(np.arange(start, start + n), length)
@@ -338,3 +391,92 @@ def test_format_description_speaks_the_page_language():
         format_description(atlas()[0], "fr")
     with pytest.raises(TypeError, match="ModelDescription"):
         format_description({"rope_theta": 1.0})
+
+
+# -- hybrids and sinks (section models-hybrids) ----------------------------------------------
+
+
+def _calls_rotary(cls):
+    import inspect
+
+    return "apply_rotary_pos_emb(" in inspect.getsource(cls.forward)
+
+
+def test_which_attention_layers_rotate_in_transformers():
+    import inspect
+
+    from transformers import Cohere2Config, Qwen3NextConfig
+    from transformers.models.cohere2.modeling_cohere2 import Cohere2Attention
+    from transformers.models.falcon_h1.modeling_falcon_h1 import FalconH1Attention
+    from transformers.models.jamba.modeling_jamba import JambaAttention
+    from transformers.models.kimi_linear.modeling_kimi_linear import KimiLinearAttention
+
+    assert not _calls_rotary(KimiLinearAttention) and not _calls_rotary(JambaAttention)
+    assert _calls_rotary(FalconH1Attention)
+    src = inspect.getsource(Cohere2Attention.forward)
+    guard = src.index("if self.sliding_window is not None:")
+    assert src.index("apply_rotary_pos_emb(") > guard and src.count("apply_rotary_pos_emb(") == 1
+    types = Cohere2Config(num_hidden_layers=8).layer_types
+    assert types == (["sliding_attention"] * 3 + ["full_attention"]) * 2
+    nxt = Qwen3NextConfig(num_hidden_layers=8, head_dim=256)
+    assert nxt.layer_types == (["linear_attention"] * 3 + ["full_attention"]) * 2
+    assert int(nxt.head_dim * nxt.rope_parameters["partial_rotary_factor"]) == 64
+
+
+@pytest.mark.parametrize("n_keys", [16, 1024])
+def test_sink_share_equals_gpt_oss_attention(n_keys):
+    from transformers.models.gpt_oss.modeling_gpt_oss import eager_attention_forward
+
+    class Stub(torch.nn.Module):
+        num_key_value_groups = 1
+
+        def __init__(self):
+            super().__init__()
+            self.sinks = torch.nn.Parameter(torch.tensor([3.0], dtype=torch.float64))
+
+    q = torch.zeros(1, 1, 1, 8, dtype=torch.float64)        # equal logits for every key
+    k = torch.randn(1, 1, n_keys, 8, dtype=torch.float64)
+    v = torch.randn(1, 1, n_keys, 8, dtype=torch.float64)
+    _, weights = eager_attention_forward(Stub(), q, k, v, None, scaling=1.0)
+    share = 1 - float(weights.sum())
+    assert share == pytest.approx(np.exp(3.0) / (n_keys + np.exp(3.0)), rel=1e-9)
+
+
+def test_deepseek_v32_indexer_in_the_wrong_layout_loses_its_top_keys():
+    rng = np.random.default_rng(0)
+    q_pe = rng.standard_normal((1, 64))
+    k_pe = rng.standard_normal((4096, 64))
+    pos, qpos = np.arange(4096), np.array([4095])
+
+    def scores(layout):
+        q = posenc.apply_rope(q_pe.copy(), qpos, layout=layout)
+        k = posenc.apply_rope(k_pe.copy(), pos, layout=layout)
+        return (k @ q.T)[:, 0]
+
+    trained, buggy = scores("half"), scores("interleaved")
+    kept = len(set(np.argsort(trained)[-256:]) & set(np.argsort(buggy)[-256:])) / 256
+    assert kept < 0.15 and abs(np.corrcoef(trained, buggy)[0, 1]) < 0.2
+    assert trained[-1] == pytest.approx(buggy[-1])  # offset 0: no rotation left
+    # the interleaved rotation of the half-layout features is a different rotation:
+    # permuting the features into the other layout makes the two agree again
+    perm = np.concatenate([np.arange(0, 64, 2), np.arange(1, 64, 2)])  # interleaved -> half
+    k_half = posenc.apply_rope(k_pe[:, perm].copy(), pos, layout="half")
+    k_inter = posenc.apply_rope(k_pe.copy(), pos, layout="interleaved")
+    np.testing.assert_allclose(k_half, k_inter[:, perm], atol=1e-12)
+
+
+@settings(deadline=None)
+@given(st.integers(8192, 10**8))
+def test_qwen_logn_is_scalable_softmax_with_s_one_over_ln_l(n):
+    L = 8192
+    assert logn_attention_scale(np.array([n - 1]), L)[0] == pytest.approx(np.log(n) / np.log(L))
+
+
+def test_streaming_llm_cache_positions_bound_the_offset():
+    # StreamingLLM (4 sinks + 1020 recent): positions within the cache, not in the text
+    n_sink, n_recent = 4, 1020
+    for n_seen in (10, 1024, 1025, 1_000_000):
+        kept = np.r_[0:min(n_sink, n_seen), max(n_sink, n_seen - n_recent):n_seen]
+        assert kept.size == min(n_seen, n_sink + n_recent)
+        assert np.all(np.diff(kept) > 0) and kept[-1] == n_seen - 1
+        assert kept.size - 1 <= 1023 and (n_seen < 1025 or kept[-1] - kept[0] == n_seen - 1)

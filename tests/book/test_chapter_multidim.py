@@ -437,3 +437,17 @@ def test_figure_argument_errors():
         pf.mrope_sections_figure(np.array([0, 3]), np.array([0, 1]))
     with pytest.raises(ValueError, match="one length"):
         pf.mrope_sections_figure(np.array([0, 1]), np.array([0, 1, 2]))
+
+
+def test_video_rope_split_of_a_64_wide_head():
+    # diffusers' get_3d_rotary_pos_embed: t gets d/4, h and w 3d/8 each, each a 1-D RoPE
+    head = 64
+    widths = (head // 4, head // 8 * 3, head // 8 * 3)
+    assert sum(widths) == head and widths == (16, 24, 24)
+    for width in widths:
+        theta = posenc.inverse_frequencies(width, 1e4)
+        ref = 1.0 / (1e4 ** (np.arange(0, width, 2) / width))
+        np.testing.assert_allclose(theta, ref, rtol=1e-12)
+    slow_t = 2 * np.pi / posenc.inverse_frequencies(16, 1e4)[-1]
+    slow_h = 2 * np.pi / posenc.inverse_frequencies(24, 1e4)[-1]
+    assert slow_t < slow_h  # fewer pairs: time's slowest pair is faster

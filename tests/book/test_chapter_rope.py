@@ -498,3 +498,17 @@ def test_benchmark_table_reads_results_and_says_when_missing():
     assert [row[1] for row in t.rows] == ["rotate_half", "posenc_half"]
     assert t.rows[1][3:] == ["1", "2.00", "2.00"]
     assert "Test CPU" in t.note and "2 threads" in t.note
+
+
+def test_a_constant_forget_gate_is_an_alibi_head():
+    # section rope-variants: FoX with one constant gate f adds (i - j) ln f, ALiBi's bias
+    for heads in (1, 4, 8, 16):
+        n = 7
+        slopes = posenc.alibi_slopes(heads)
+        bias = posenc.alibi_bias(n, heads)
+        rows, cols = np.tril_indices(n)
+        for h, slope in enumerate(slopes):
+            gate = np.exp(-slope)
+            # the product of the i - j gates between key and query, then its log
+            product = np.array([np.prod(np.full(r - c, gate)) for r, c in zip(rows, cols)])
+            np.testing.assert_allclose(np.log(product), bias[h][rows, cols], atol=1e-12)

@@ -190,7 +190,7 @@ BANNED_ZH_PATTERNS = {
 ALLOWED_LOWERCASE = {
     "posenc", "softmax", "numpy", "torch", "transformers", "nox", "pytest", "jieba",
     "ruff", "pyflakes", "tensor2tensor", "fairseq", "glibc", "dropout", "arange", "timm",
-    "sin", "cos", "logits", "ms", "gpt-oss",
+    "sin", "cos", "logits", "ms", "gpt-oss", "diffusers",
     "rotary-embedding-torch",
 }
 
@@ -208,13 +208,16 @@ ALLOWED_NAMES = {
     # the experiments chapter: a corpus package, Student's t, an author
     "SymPy", "Student", "Haviv",
     "Qwen", "Scout", "Maverick", "JSON", "OpenAI", "MaxText", "LongRoPE2", "VideoRoPE",
-    "Mixed", "DCA", "ReRoPE", "FlashAttention",
+    "Mixed", "DCA", "ReRoPE", "FlashAttention", "E2B", "OLMo", "Olmo3Config", "QK", "Norm",
+    "RNoPE", "SWA", "Cohere", "Command", "R7B", "Next", "Linear", "MLA", "Jamba", "Falcon",
+    "Exp", "MHA2MLA", "SVD", "LongBench", "TransMLA", "GQA", "FoPE", "HoPE", "CoPE", "PaTH",
+    "FoX", "Householder", "Flip", "Flop", "StreamingLLM",
     # libraries, tools, systems, companies, datasets
     "PyTorch", "NumPy", "Python", "MyST", "NB", "Linux", "Meta", "README", "WMT", "BLEU",
     "WikiText", "SHA", "F821", "AllenNLP", "GitHub", "Triton", "CUDA", "Liger", "Inductor",
     # people
     "Chen", "Heo", "Kazemnejad", "Liu", "Peng", "Press", "Shaw", "Vaswani", "Barbero", "Yang",
-    "Chiang", "Cholak", "Hahn",
+    "Chiang", "Cholak", "Hahn", "Nakanishi", "Men", "Hua", "Golovneva", "Lin",
     # acronyms and units
     "API", "CPU", "GPU", "KV", "NaN", "GB", "MB", "KiB", "MiB", "TB",
     # symbols written outside math in figure labels: PE(p)
@@ -222,7 +225,7 @@ ALLOWED_NAMES = {
 }
 # Names of more than one word, removed before the word check.
 ALLOWED_NAME_PHRASES = ("Hugging Face", "The Annotated Transformer", "AI Stack Exchange",
-                        "Leaky ReRoPE")
+                        "Scalable-Softmax", "Self-Extend", "Leaky ReRoPE", "ReRoPE")
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 CODE_FENCE = re.compile(r"^(`{3,}|~{3,})\s*(.*)$")

@@ -169,10 +169,72 @@ def test_descriptions_use_rope_frequencies(slug):
     if d.num_layers is not None:
         assert total == d.num_layers
     row = d.row()
-    g = d.global_rope
+    g = d.reach
     if row["pairs_turning"] is not None:
         wavelengths = 2 * np.pi / g.plain_inv_freq[g.plain_inv_freq > 0]
-        assert row["pairs_turning"] == int(np.sum(wavelengths <= d.training_length))
+        assert row["pairs_turning"] == int(np.sum(wavelengths <= row["span"]))
+        assert row["largest_offset"] == row["span"] - 1
+        assert row["longest_wavelength_over_span"] == pytest.approx(wavelengths.max() / row["span"])
+
+
+# -- the span each layer type sees -------------------------------------------------------
+
+
+def offsets_seen(mask):
+    """Query-key offsets i - j over the True entries of a (query, key) mask."""
+    i, j = np.nonzero(mask)
+    return i - j
+
+
+def test_span_is_the_window_the_chunk_or_the_training_length():
+    import torch
+    from transformers.masking_utils import chunked_overlay, sliding_window_overlay
+
+    n = 40
+    idx = np.arange(n)
+    for window in (1, 4, 7):
+        # transformers' sliding-window rule and Llama 4's chunk rule, on every (query, key)
+        slide = sliding_window_overlay(window)
+        chunk = chunked_overlay(window, torch.tensor([0]))
+        s = np.array([[bool(slide(0, 0, q, k)) and k <= q for k in idx] for q in idx])
+        c = np.array([[bool(chunk(0, 0, q, k)) and k <= q for k in idx] for q in idx])
+        llama4 = (idx[None, :] // window == idx[:, None] // window) & (idx[None, :] <= idx[:, None])
+        np.testing.assert_array_equal(c, llama4)
+        for mask in (s, c):
+            assert offsets_seen(mask).max() == window - 1
+        d = describe_config({"head_dim": 8, "rope_theta": 100.0, "sliding_window": window,
+                             "max_position_embeddings": n})
+        assert d.span(d.layers[0]) == window and d.row()["largest_offset"] == window - 1
+        assert d.span_kind(d.layers[0]) == "window"
+
+
+def test_mistral_sees_4095_and_llama4_8191():
+    mistral = describe_config(atlas_entry("mistral-7b")["config"])
+    row = mistral.row()
+    assert mistral.pattern() == "sliding(4096)"
+    assert (row["span"], row["largest_offset"], row["span_kind"]) == (4096, 4095, "window")
+    for slug in ("llama-4-maverick", "llama-4-scout"):
+        d = describe_config(atlas_entry(slug)["config"])
+        row = d.row()
+        assert (row["largest_offset"], row["span_kind"]) == (8191, "chunk")
+        # 2 pi 500000^(63/64) / 8192, not / 1,048,576 (the configured length)
+        ratio = 2 * np.pi * 500_000.0 ** (126 / 128) / 8192
+        assert row["longest_wavelength_over_span"] == pytest.approx(ratio)
+        assert 312 < ratio < 313
+
+
+def test_each_layer_type_has_its_own_span():
+    d = describe_config(atlas_entry("gpt-oss")["config"])
+    spans = {layer.layer_type: d.span(layer) for layer in d.layers}
+    assert spans == {"sliding_attention": 128, "full_attention": 4096}
+    assert d.reach.layer_type == "full_attention"
+    g3 = describe_config(atlas_entry("gemma-3-27b")["config"])
+    local, glob = g3.layers
+    assert g3.span(local) == 1024 and g3.span(glob) is None  # no length in the config
+    assert g3.wavelength_over_span(glob) is None and g3.row()["largest_offset"] is None
+    assert g3.wavelength_over_span(local) == pytest.approx(local.longest_wavelength(False) / 1024)
+    with pytest.raises(TypeError, match="layer must be a LayerRope"):
+        d.span("full_attention")
 
 
 def test_deepseek_v3_equals_transformers_rotary_module():
