@@ -717,6 +717,7 @@ _NOTES_ZH = (
      "proportional：不旋转的维度对频率为 0"),
 )
 _KINDS_ZH = {"sliding": ("滑动窗口层", "窗口"), "chunked": ("分块注意力层", "块长")}
+_SPAN_KIND_ZH = {"window": "滑动窗口", "chunk": "分块长度", "training length": "训练长度"}
 
 
 def _layers_zh(d: ModelDescription) -> str:
@@ -744,13 +745,16 @@ def _format_description_zh(d: ModelDescription, r: dict[str, Any]) -> str:
         line("参与旋转", f"全局层每头 {r['rotated']} 维（{r['rotated_fraction']:.0%}），"
                      f"布局 {r['layout']}"),
         line("缩放", f"{r['scaling']}，注意力因子 {r['attention_factor']:.4g}"),
-        line("长度", f"训练 {_fmt_len(r['original_length'])}，"
+        line("长度", f"原始 {_fmt_len(r['original_length'])}，"
                    f"配置 {_fmt_len(r['max_length'])}"),
         line("层", _layers_zh(d)),
         line("最长波长", f"{r['longest_wavelength']:,.0f} 个词元"),
     ]
+    if r["span"] is not None:
+        bound = _SPAN_KIND_ZH.get(str(r["span_kind"]), str(r["span_kind"]))
+        lines.append(line("最大偏移", f"{r['largest_offset']:,}（受{bound}限制）"))
     if r["pairs_turning"] is not None:
-        lines.append(line("转满一圈", f"{r['original_length']:,} 个词元内，{r['pairs']} 个维度对"
+        lines.append(line("转满一圈", f"{r['span']:,} 个词元内，{r['pairs']} 个维度对"
                                    f"里有 {r['pairs_turning']} 个转满一圈"))
     for note in d.notes:
         for pattern, words in _NOTES_ZH:
