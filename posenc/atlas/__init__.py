@@ -245,6 +245,8 @@ def _real(value, where):
 
 def _check_rope_dict(p, where):
     """Types and sizes of the values of one rope dict, before any arithmetic on them."""
+    if "rope_theta" in p and p["rope_theta"] is None:
+        raise TypeError(f"{where}['rope_theta'] must be a number, got None")
     for key in _ROPE_REALS:
         if p.get(key) is not None:
             _real(p[key], f"{where}[{key!r}]")
@@ -264,9 +266,10 @@ def _check_rope_dict(p, where):
             raise ValueError(f"{where}[{key!r}] has {len(value):,} entries (at most 65,536)")
         for v in value:
             _real(v, f"{where}[{key!r}] entries")
-    for key in ("rope_type", "type"):
-        if p.get(key) is not None and not isinstance(p[key], str):
-            raise TypeError(f"{where}[{key!r}] must be a str, got {_short(p[key])}")
+    if "rope_type" in p and not isinstance(p["rope_type"], str):
+        raise TypeError(f"{where}['rope_type'] must be a str, got {_short(p['rope_type'])}")
+    if p.get("type") is not None and not isinstance(p["type"], str):
+        raise TypeError(f"{where}['type'] must be a str, got {_short(p['type'])}")
 
 
 def _rope_parameters(config):
@@ -524,7 +527,7 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
     interleave = config.get("rope_interleave", config.get("rope_interleaved"))
     if interleave is not None and not isinstance(interleave, bool):
         raise TypeError(f"config['rope_interleave'] must be true/false, got {interleave!r}")
-    notes = []
+    notes: list[str] = []
     if model_type is not None:
         notes.insert(0, f"read as transformers 5.23 reads model_type {model_type!r}")
     if config.get("_query_scaling") is not None:

@@ -32,7 +32,12 @@ FAMILIES: dict[str, dict[str, Any]] = {
                 "sliding_window": 4096, "rope_theta": 10000.0},
     "ministral3": {"head_dim": 128, "hidden_size": 4096, "num_attention_heads": 32,
                    "num_hidden_layers": 34, "max_position_embeddings": 262144,
-                   "sliding_window": None, "rope_theta": 10000.0},
+                   "sliding_window": None, "rope_theta": 10000.0,
+                   "_default_rope": {"type": "yarn", "rope_theta": 1000000.0, "factor": 16.0,
+                                     "original_max_position_embeddings": 16384,
+                                     "beta_fast": 32.0, "beta_slow": 1.0,
+                                     "mscale_all_dim": 1.0, "mscale": 1.0,
+                                     "llama_4_scaling_beta": 0.1}},
     "mixtral": {"head_dim": None, "hidden_size": 4096, "num_attention_heads": 32,
                 "num_hidden_layers": 32, "max_position_embeddings": 131072,
                 "sliding_window": None, "rope_theta": 1000000.0},
@@ -80,7 +85,10 @@ FAMILIES: dict[str, dict[str, Any]] = {
                     "qk_nope_head_dim": 128, "rope_interleave": True, "rope_theta": 10000.0},
     "gpt_oss": {"head_dim": 64, "hidden_size": 2880, "num_attention_heads": 64,
                 "num_hidden_layers": 36, "max_position_embeddings": 131072,
-                "sliding_window": 128, "rope_theta": 150000.0},
+                "sliding_window": 128, "rope_theta": 150000.0,
+                "_default_rope": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
+                                  "beta_slow": 1.0, "truncate": False,
+                                  "original_max_position_embeddings": 4096}},
     "smollm3": {"hidden_size": 2048, "num_attention_heads": 16, "num_hidden_layers": 36,
                 "max_position_embeddings": 32768, "sliding_window": None,
                 "use_sliding_window": False, "no_rope_layer_interval": 4,
@@ -148,15 +156,27 @@ def _count(c, key, minimum=1, maximum=None):
     return _int(c, key, minimum=minimum, maximum=maximum)
 
 
+def _check_top_reals(c, *keys):
+    """Top-level numbers that end up in a rope dict: checked (and named) where they are."""
+    from . import _real
+
+    for key in keys:
+        if key in c:
+            if c[key] is None:
+                raise TypeError(f"config[{key!r}] must be a number, got None")
+            _real(c[key], f"config[{key!r}]")
+
+
 def _flat_rope(c, family, *, partial=True):
     """transformers' ``convert_rope_params_to_dict`` + ``standardize_rope_params``, flat."""
+    _check_top_reals(c, "rope_theta")
     scaling = c.pop("rope_scaling", None)
     params = c.get("rope_parameters")
     if scaling is not None and not isinstance(scaling, Mapping):
         raise TypeError(f"config['rope_scaling'] must be a dict or null, got {scaling!r}")
     if params is not None and not isinstance(params, Mapping):
         raise TypeError(f"config['rope_parameters'] must be a dict or null, got {params!r}")
-    params = dict(scaling or params or {})
+    params = dict(scaling or params or family.get("_default_rope") or {})
     params.setdefault("rope_theta", c.get("rope_theta", family.get("rope_theta", 10000.0)))
     prf = c.get("partial_rotary_factor", family.get("partial_rotary_factor"))
     if partial and prf is not None:
@@ -240,7 +260,7 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         )
     for key, value in family.items():
         if key not in ("rope_theta", "partial_rotary_factor", "rope_local_base_freq",
-                       "sliding_window_pattern"):
+                       "sliding_window_pattern", "_default_rope"):
             c.setdefault(key, value)
     if model_type == "falcon":
         if c.get("alibi"):
@@ -264,9 +284,17 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
             params.pop("max_position_embeddings", None)
             if beta is not None:
                 c["_query_scaling"] = beta
-        if model_type == "phi3" and params["rope_type"] in ("su", "yarn"):
-            params["rope_type"] = "longrope"
         _original_length(c, params)
+        if model_type == "phi3" and params["rope_type"] in ("su", "yarn"):
+            # Phi3Config renames the old names after standardize_rope_params, which
+            # moved no original length into the dict for them: its validation then fails
+            if params.get("original_max_position_embeddings") is None:
+                raise ValueError(
+                    f"config['rope_scaling']['type'] is {params['rope_type']!r}: transformers "
+                    "5.23 renames it 'longrope' but finds no "
+                    "rope_scaling['original_max_position_embeddings'] and refuses the file"
+                )
+            params["rope_type"] = "longrope"
     if model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen2_vl_text", "qwen2_5_vl_text"):
         _qwen_layers(c)
     elif model_type == "qwen3_moe":
@@ -317,6 +345,7 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
 
 def _nested_rope(c, family, model_type):
     """Gemma 3 / OLMo 3: a rope dict per layer type, rope_scaling for the global layers."""
+    _check_top_reals(c, "rope_theta", "rope_local_base_freq")
     scaling = c.pop("rope_scaling", None)
     if scaling is not None and not isinstance(scaling, Mapping):
         raise TypeError(f"config['rope_scaling'] must be a dict or null, got {scaling!r}")

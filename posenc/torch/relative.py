@@ -24,6 +24,7 @@ loaded.
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 from torch import nn
@@ -538,10 +539,11 @@ class ALiBiBias(nn.Module):
         q = check_count(query_length, "query_length")
         k = check_count(key_length, "key_length")
         offset = _check_offset(offset)
+        anchor = cast(torch.Tensor, self.slopes)
         if dtype is None:
-            dtype = self.slopes.dtype
+            dtype = anchor.dtype
         if device is None:
-            device = self.slopes.device
+            device = anchor.device
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
         # as_tensor: inside torch.compile the NumPy slopes are traced into a tensor, which
