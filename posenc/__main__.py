@@ -38,7 +38,9 @@ def main(argv: list[str] | None = None) -> int:
             name, config = name or config.get("name"), config["config"]
         description = describe_config(config, name=name)
     except (ValueError, TypeError) as exc:
-        message = " ".join(str(exc).split())  # one line
+        message = " ".join(str(exc).split())  # one line, of a readable length
+        if len(message) > 400:
+            message = message[:397] + "..."
         print(f"posenc inspect: {args.config}: {message}", file=sys.stderr)
         return 2
     if args.json:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import numbers
 from collections import Counter
 from collections.abc import Mapping
@@ -278,7 +279,7 @@ def _rope_parameters(config):
     if params is None:
         scaling = config.get("rope_scaling")
         if scaling is not None and not isinstance(scaling, Mapping):
-            raise TypeError(f"config['rope_scaling'] must be a dict or null, got {scaling!r}")
+            raise TypeError(f"config['rope_scaling'] must be a dict or null, got {_short(scaling)}")
         params = dict(scaling or {})
         if "rope_theta" not in params and config.get("rope_theta") is not None:
             params["rope_theta"] = config["rope_theta"]
@@ -526,7 +527,7 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
     original = g_params.get("original_max_position_embeddings")
     interleave = config.get("rope_interleave", config.get("rope_interleaved"))
     if interleave is not None and not isinstance(interleave, bool):
-        raise TypeError(f"config['rope_interleave'] must be true/false, got {interleave!r}")
+        raise TypeError(f"config['rope_interleave'] must be true/false, got {_short(interleave)}")
     notes: list[str] = []
     if model_type is not None:
         notes.insert(0, f"read as transformers 5.23 reads model_type {model_type!r}")
@@ -664,25 +665,20 @@ def _one_line(exc):
     return " ".join(str(exc).split())[:200]
 
 
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
 def _depth(text):
     """How deep brackets nest in JSON text (outside strings), without recursion."""
     depth = top = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
+    for m in _JSON_TOKENS.finditer(text):
+        ch = m.group()
+        if ch in "[{":
             depth += 1
-            top = max(top, depth)
-            if top > _MAX_DEPTH:
-                return top
+            if depth > top:
+                top = depth
+                if top > _MAX_DEPTH:
+                    return top
         elif ch in "]}":
             depth -= 1
     return top

@@ -151,9 +151,20 @@ def _pattern(n, period):
 
 
 def _count(c, key, minimum=1, maximum=None):
+    """A required integer (the family's rules need it): errors name the key."""
     from . import _int  # one reader of integers for every key (bounds named)
 
-    return _int(c, key, minimum=minimum, maximum=maximum)
+    value = _int(c, key, minimum=minimum, maximum=maximum)
+    if value is None:
+        raise TypeError(f"config[{key!r}] must be an integer (this family's rules need it), "
+                        "got None")
+    return value
+
+
+def _short(value):
+    from . import _short as short
+
+    return short(value)
 
 
 def _check_top_reals(c, *keys):
@@ -173,9 +184,9 @@ def _flat_rope(c, family, *, partial=True):
     scaling = c.pop("rope_scaling", None)
     params = c.get("rope_parameters")
     if scaling is not None and not isinstance(scaling, Mapping):
-        raise TypeError(f"config['rope_scaling'] must be a dict or null, got {scaling!r}")
+        raise TypeError(f"config['rope_scaling'] must be a dict or null, got {_short(scaling)}")
     if params is not None and not isinstance(params, Mapping):
-        raise TypeError(f"config['rope_parameters'] must be a dict or null, got {params!r}")
+        raise TypeError(f"config['rope_parameters'] must be a dict or null, got {_short(params)}")
     params = dict(scaling or params or family.get("_default_rope") or {})
     params.setdefault("rope_theta", c.get("rope_theta", family.get("rope_theta", 10000.0)))
     prf = c.get("partial_rotary_factor", family.get("partial_rotary_factor"))
@@ -223,12 +234,12 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
     outer_type = config.get("model_type")
     text = config.get("text_config")
     if outer_type is not None and not isinstance(outer_type, str):
-        raise TypeError(f"config['model_type'] must be a str, got {outer_type!r}")
+        raise TypeError(f"config['model_type'] must be a str, got {_short(outer_type)}")
     if isinstance(text, Mapping):
         c = dict(text)
         model_type = c.get("model_type") or TEXT_MODEL_TYPES.get(outer_type or "", outer_type)
         if model_type is not None and not isinstance(model_type, str):
-            raise TypeError(f"config['text_config']['model_type'] must be a str, got {model_type!r}")
+            raise TypeError(f"config['text_config']['model_type'] must be a str, got {_short(model_type)}")
     elif text is not None:
         raise TypeError(f"config['text_config'] must be a dict, got {type(text).__name__}")
     else:
@@ -239,7 +250,7 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         # AutoConfig builds the text-only class of outer_type from the top-level keys
         # (class defaults where absent) and leaves text_config unused
         raise ValueError(
-            f"config['model_type'] {outer_type!r} is a text-only class in transformers 5.23, "
+            f"config['model_type'] {_short(outer_type)} is a text-only class in transformers 5.23, "
             "which ignores config['text_config'] and reads the top-level keys (class "
             "defaults where absent): fix model_type (the multimodal class) or read "
             "text_config alone"
@@ -254,7 +265,7 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
     family = FAMILIES.get(model_type)
     if family is None:
         raise ValueError(
-            f"config['model_type'] {model_type!r} is not a family posenc reads as "
+            f"config['model_type'] {_short(model_type)} is not a family posenc reads as "
             f"transformers 5.23 does (known: {', '.join(sorted(FAMILIES))}); remove "
             "model_type to read the file's keys as written"
         )
@@ -305,7 +316,8 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
             c["layer_types"] = _pattern(_count(c, "num_hidden_layers", maximum=MAX_LAYERS), 2)
     elif model_type == "gemma3_text":
         if c.get("layer_types") is None:
-            period = _count(c, "sliding_window_pattern") or 6
+            period = _count(dict(c, sliding_window_pattern=c.get("sliding_window_pattern", 6)),
+                            "sliding_window_pattern")
             c["layer_types"] = _pattern(_count(c, "num_hidden_layers", maximum=MAX_LAYERS), period)
     elif model_type == "olmo3":
         if c.get("layer_types") is None:
@@ -314,7 +326,8 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         heads = _count(c, "num_attention_heads")
         c["head_dim"] = _count(c, "hidden_size") // heads  # Cohere2Config sets it so
         if c.get("layer_types") is None:
-            period = _count(c, "sliding_window_pattern") or 4
+            period = _count(dict(c, sliding_window_pattern=c.get("sliding_window_pattern", 4)),
+                            "sliding_window_pattern")
             c["layer_types"] = _pattern(_count(c, "num_hidden_layers", maximum=MAX_LAYERS), period)
         # its global layers apply no rotation (Cohere2Attention rotates sliding layers only)
         c["no_rope_layers"] = [int(t == "sliding_attention") for t in c["layer_types"]]
@@ -348,10 +361,10 @@ def _nested_rope(c, family, model_type):
     _check_top_reals(c, "rope_theta", "rope_local_base_freq")
     scaling = c.pop("rope_scaling", None)
     if scaling is not None and not isinstance(scaling, Mapping):
-        raise TypeError(f"config['rope_scaling'] must be a dict or null, got {scaling!r}")
+        raise TypeError(f"config['rope_scaling'] must be a dict or null, got {_short(scaling)}")
     params = c.get("rope_parameters")
     if params is not None and not isinstance(params, Mapping):
-        raise TypeError(f"config['rope_parameters'] must be a dict or null, got {params!r}")
+        raise TypeError(f"config['rope_parameters'] must be a dict or null, got {_short(params)}")
     params = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in (params or {
         "sliding_attention": {"rope_type": "default"},
         "full_attention": {"rope_type": "default"}}).items()}

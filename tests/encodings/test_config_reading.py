@@ -185,9 +185,9 @@ def test_hostile_file_exits_2_with_one_line_naming_the_key(tmp_path, capsys, nam
     path = tmp_path / "config.json"
     path.write_text(text)
     tracemalloc.start()
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: the bound holds on a loaded machine too
     status = main(["inspect", str(path)])
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     out, err = capsys.readouterr()
