@@ -38,16 +38,26 @@ def main(argv: list[str] | None = None) -> int:
             name, config = name or config.get("name"), config["config"]
         description = describe_config(config, name=name)
     except (ValueError, TypeError) as exc:
-        print(f"posenc inspect: {args.config}: {exc}", file=sys.stderr)
+        message = " ".join(str(exc).split())  # one line, of a readable length
+        if len(message) > 400:
+            message = message[:397] + "..."
+        print(f"posenc inspect: {args.config}: {message}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(description.row(), indent=1))
     else:
         print(format_description(description))
     if args.plot:
-        from .figures.models import model_spectrum_figure
+        try:
+            from .figures.models import model_spectrum_figure
 
-        fig = model_spectrum_figure(description)
+            fig = model_spectrum_figure(description)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or exc.name.split(".")[0] != "matplotlib":
+                raise
+            print("posenc inspect: --plot needs matplotlib, which is not installed: "
+                  "pip install 'posenc[figures]'", file=sys.stderr)
+            return 2
         fig.savefig(args.plot)
         print(f"spectrum figure: {args.plot}")
     return 0

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -682,17 +683,34 @@ def mrope_pair_components(mrope_section: Sequence[int], *, interleaved: bool = F
     return comp
 
 
+def _is_real(v):
+    return isinstance(v, (numbers.Real, np.floating, np.integer)) and not isinstance(
+        v, (bool, np.bool_))
+
+
+def _exact_step(v):
+    """``v`` as an exact rational: a Fraction/int as is, a float as the simple fraction
+    (denominator <= 10**6) it rounds, if it is one to 1e-12 relative, else its exact value.
+
+    ``25 * (2 / 3)`` is the float 16.666666666666664, a hair below 50/3; multiplied by 3
+    and floored it gives 49 where the time is 50.  Read as 50/3 it gives 50.
+    """
+    if isinstance(v, (numbers.Rational, np.integer)):
+        return Fraction(int(v.numerator), int(v.denominator)) if isinstance(
+            v, numbers.Rational) else Fraction(int(v))
+    exact = Fraction(float(v))
+    simple = exact.limit_denominator(1_000_000)
+    return simple if abs(simple - exact) <= abs(exact) * Fraction(1, 10**12) else exact
+
+
 def _time_steps(time_step, n_videos):
-    """One positive finite time step per video, from a number or a sequence."""
-    if isinstance(time_step, (numbers.Real, np.floating, np.integer)) and not isinstance(
-            time_step, bool):
-        values = [float(time_step)] * n_videos
-        given = [float(time_step)]
+    """One positive finite time step per video, from a number or a sequence (as Fractions)."""
+    if _is_real(time_step):
+        given = [time_step]
+        values = given * n_videos
     elif isinstance(time_step, (list, tuple, np.ndarray)):
-        given = list(np.asarray(time_step, dtype=np.float64).reshape(-1)) if all(
-            isinstance(v, (numbers.Real, np.floating, np.integer)) and not isinstance(v, bool)
-            for v in np.asarray(time_step, dtype=object).reshape(-1)) else None
-        if given is None:
+        given = list(np.asarray(time_step, dtype=object).reshape(-1))
+        if not all(_is_real(v) for v in given):
             raise TypeError(f"time_step must hold real numbers, got {time_step!r}")
         if len(given) != n_videos:
             raise ValueError(f"time_step must give one value per video ({n_videos}), "
@@ -702,9 +720,9 @@ def _time_steps(time_step, n_videos):
         raise TypeError(f"time_step must be a number or a sequence of numbers, "
                         f"got {type(time_step).__name__} {time_step!r}")
     for v in given:
-        if not math.isfinite(v) or v <= 0:
+        if not math.isfinite(float(v)) or v <= 0:
             raise ValueError(f"time_step must be finite and > 0, got {v}")
-    return values
+    return [_exact_step(v) for v in values]
 
 
 def mrope_position_ids(segments: Sequence[int | tuple[int, ...]], *, start: int = 0,
@@ -731,6 +749,16 @@ def mrope_position_ids(segments: Sequence[int | tuple[int, ...]], *, start: int 
     follows a video starts one past its largest id, as the reference code of both models
     does.
 
+    The time ids are exact: ``floor(k * time_step)`` is taken in rational arithmetic,
+    with a float ``time_step`` read as the simple fraction it rounds (denominator up to
+    10**6, within 1e-12 relative; pass a :class:`fractions.Fraction` to say it exactly).
+    So ``time_step=25 * (2 / 3)`` gives group 3 the id 50, where the float product
+    ``3 * 16.666666666666664`` floors to 49.  transformers computes
+    ``(torch.arange(t) * time_interval).long()`` in floating point (float32, or float64
+    when ``second_per_grid_ts`` is a float64 tensor) and truncates, so its ids can be one
+    below (or, in float32, one above) the exact ones when ``k * time_step`` is an
+    integer that the float product misses.
+
     Parameters
     ----------
     segments : sequence
@@ -738,7 +766,7 @@ def mrope_position_ids(segments: Sequence[int | tuple[int, ...]], *, start: int 
         triples ``(t, h, w)`` of positive ints (videos).
     start : int, keyword-only, default 0
         The id of the first token.
-    time_step : float or sequence of float, keyword-only, default 1.0
+    time_step : float, Fraction or a sequence of them, keyword-only, default 1.0
         Time ids per temporal group, ``> 0``: one number for every video, or one per
         video in order.
 
@@ -766,6 +794,11 @@ def mrope_position_ids(segments: Sequence[int | tuple[int, ...]], *, start: int 
 
     >>> mrope_position_ids([1, (3, 1, 2), 1], time_step=2 * 2.0)[0].tolist()
     [0, 1, 1, 5, 5, 9, 9, 10]
+
+    Exact ids where the float product falls a hair short of an integer:
+
+    >>> mrope_position_ids([(4, 1, 1)], time_step=25 * (2 / 3))[0].tolist()
+    [0, 16, 33, 50]
     """
     p = int(start) if isinstance(start, (numbers.Integral, np.integer)) and not isinstance(
         start, bool) else None
@@ -796,7 +829,7 @@ def mrope_position_ids(segments: Sequence[int | tuple[int, ...]], *, start: int 
                       and v >= 1 for v in seg)):
             t, h, w = int(seg[0]), int(seg[1]), int(seg[2])
             rows, cols = grid_positions(h, w)
-            times = np.floor(np.arange(t, dtype=np.float64) * steps[video]).astype(np.int64)
+            times = np.array([math.floor(k * steps[video]) for k in range(t)], dtype=np.int64)
             video += 1
             ids = np.stack([np.repeat(times, h * w), np.tile(rows, t), np.tile(cols, t)]) + p
             parts.append(ids)

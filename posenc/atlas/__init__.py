@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..rope_scaling import is_per_layer_type, rope_frequencies
+from ._families import standardize
 
 __all__ = [
     "LayerRope",
@@ -234,7 +235,8 @@ class ModelDescription:
             "largest_offset": None if span is None else span - 1,
             "longest_wavelength_over_span": self.wavelength_over_span(reach),
             "pairs_turning": None if span is None else reach.pairs_turning_within(span),
-            "pairs": reach.head_dim // 2,
+            "pairs": reach.rotated_pairs,
+            "head_pairs": reach.head_dim // 2,
             "attention_factor": g.attention_factor,
         }
 
@@ -244,15 +246,84 @@ class ModelDescription:
 # --------------------------------------------------------------------------------------
 
 
-def _int(config, key, *, minimum=1):
+#: The largest value each integer key may take (larger ones are refused, named).
+_INT_MAX = {
+    "num_hidden_layers": 100_000, "head_dim": 1 << 16, "global_head_dim": 1 << 16,
+    "qk_rope_head_dim": 1 << 16, "qk_nope_head_dim": 1 << 16, "hidden_size": 1 << 24,
+    "num_attention_heads": 1 << 16, "no_rope_layer_interval": 100_000,
+    "max_window_layers": 100_000, "sliding_window_pattern": 100_000,
+}
+_INT_MAX_DEFAULT = 1 << 53  # lengths: max_position_embeddings, sliding_window, ...
+
+
+def _int(config, key, *, minimum=1, maximum=None):
     value = config.get(key)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"config[{key!r}] must be an integer, got {value!r}")
+        raise TypeError(f"config[{key!r}] must be an integer, got {_short(value)}")
     if value < minimum:
-        raise ValueError(f"config[{key!r}] must be >= {minimum}, got {value}")
+        raise ValueError(f"config[{key!r}] must be >= {minimum}, got {_short(value)}")
+    top = maximum if maximum is not None else _INT_MAX.get(key, _INT_MAX_DEFAULT)
+    if value > top:
+        raise ValueError(f"config[{key!r}] must be <= {top:,}, got {_short(value)}")
     return int(value)
+
+
+def _short(value, limit=60):
+    """``repr`` cut to ``limit`` characters (a 400-digit number is not printed whole)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10 ** 40:
+        return f"an integer of {len(str(abs(value)))} digits"
+    text = repr(value) if not isinstance(value, (list, dict)) else type(value).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+#: Numeric keys of a rope dict and the rule each must follow.
+_ROPE_REALS = ("rope_theta", "factor", "attention_factor", "beta_fast", "beta_slow", "mscale",
+               "mscale_all_dim", "low_freq_factor", "high_freq_factor", "partial_rotary_factor")
+_ROPE_LISTS = ("short_factor", "long_factor", "mrope_section")
+
+
+def _real(value, where):
+    """A finite float from a JSON number, errors naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{where} must be a number, got {_short(value)}")
+    try:
+        out = float(value)
+    except OverflowError:
+        raise ValueError(f"{where} is too large to be a float: {_short(value)}") from None
+    if not math.isfinite(out):
+        raise ValueError(f"{where} must be finite, got {_short(value)}")
+    return out
+
+
+def _check_rope_dict(p, where):
+    """Types and sizes of the values of one rope dict, before any arithmetic on them."""
+    if "rope_theta" in p and p["rope_theta"] is None:
+        raise TypeError(f"{where}['rope_theta'] must be a number, got None")
+    for key in _ROPE_REALS:
+        if p.get(key) is not None:
+            _real(p[key], f"{where}[{key!r}]")
+    prf = p.get("partial_rotary_factor")
+    if prf is not None and not 0 < float(prf) <= 1:
+        raise ValueError(f"{where}['partial_rotary_factor'] must be in (0, 1], got {_short(prf)}")
+    omp = p.get("original_max_position_embeddings")
+    if omp is not None:
+        _int({"original_max_position_embeddings": omp}, "original_max_position_embeddings")
+    for key in _ROPE_LISTS:
+        value = p.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(f"{where}[{key!r}] must be a list of numbers, got {_short(value)}")
+        if len(value) > 1 << 16:
+            raise ValueError(f"{where}[{key!r}] has {len(value):,} entries (at most 65,536)")
+        for v in value:
+            _real(v, f"{where}[{key!r}] entries")
+    if "rope_type" in p and not isinstance(p["rope_type"], str):
+        raise TypeError(f"{where}['rope_type'] must be a str, got {_short(p['rope_type'])}")
+    if p.get("type") is not None and not isinstance(p["type"], str):
+        raise TypeError(f"{where}['type'] must be a str, got {_short(p['type'])}")
 
 
 def _rope_parameters(config):
@@ -261,7 +332,7 @@ def _rope_parameters(config):
     if params is None:
         scaling = config.get("rope_scaling")
         if scaling is not None and not isinstance(scaling, Mapping):
-            raise TypeError(f"config['rope_scaling'] must be a dict or null, got {scaling!r}")
+            raise TypeError(f"config['rope_scaling'] must be a dict or null, got {_short(scaling)}")
         params = dict(scaling or {})
         if "rope_theta" not in params and config.get("rope_theta") is not None:
             params["rope_theta"] = config["rope_theta"]
@@ -280,11 +351,22 @@ def _rope_parameters(config):
         for p in targets:
             if isinstance(p, dict):
                 p.setdefault("partial_rotary_factor", prf)
-    # Multimodal keys that ride along in rope_parameters (M-RoPE sections): not frequencies
-    for p in params.values() if is_per_layer_type(params) else [params]:
-        if isinstance(p, dict):
-            for key in ("mrope_section", "mrope_interleaved"):
-                p.pop(key, None)
+    if prf is not None:
+        _real(prf, "config['partial_rotary_factor']")
+    nested = is_per_layer_type(params)
+    for k, p in (params.items() if nested else [(None, params)]):
+        if not isinstance(p, dict):
+            continue
+        where = "config['rope_parameters']" + ("" if k is None else f"[{k!r}]")
+        _check_rope_dict(p, where)
+        # transformers: rope_type wins over the old name type; M-RoPE ("mrope") is the
+        # default rule with sections across time/height/width (VL configs)
+        rope_type = p.get("rope_type", p.get("type", "default"))
+        p.pop("type", None)
+        p["rope_type"] = "default" if rope_type == "mrope" else rope_type
+        # Multimodal keys that ride along in rope_parameters (M-RoPE sections): not frequencies
+        for key in ("mrope_section", "mrope_interleaved"):
+            p.pop(key, None)
     return params
 
 
@@ -292,7 +374,7 @@ def _layer_types(config, num_layers):
     types = config.get("layer_types")
     if types is None:
         return None
-    if isinstance(types, (str, bytes)) or not all(isinstance(t, str) for t in types):
+    if not isinstance(types, (list, tuple)) or not all(isinstance(t, str) for t in types):
         raise TypeError("config['layer_types'] must be a list of str")
     types = list(types)
     if num_layers is not None and len(types) != num_layers:
@@ -310,7 +392,7 @@ def _rope_flags(config, num_layers):
         if interval is None or num_layers is None:
             return None
         return [(i + 1) % interval != 0 for i in range(num_layers)]
-    if isinstance(flags, (str, bytes)) or not all(
+    if not isinstance(flags, (list, tuple)) or not all(
         isinstance(f, (bool, int)) and f in (0, 1) for f in flags
     ):
         raise ValueError("config['no_rope_layers'] must be a list of 0/1 (1: the layer uses RoPE)")
@@ -364,9 +446,9 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
     if not isinstance(config, Mapping):
         raise TypeError(f"config must be a mapping (a parsed config.json), got {type(config).__name__}")
     if name is None:
-        name = str(config.get("_name_or_path") or "model")
-    if isinstance(config.get("text_config"), Mapping):
-        config = config["text_config"]
+        raw = config.get("_name_or_path")
+        name = raw if isinstance(raw, str) and raw else "model"
+    config, model_type = standardize(config)
     kind = config.get("position_embedding_type")
     if isinstance(kind, str) and kind in _NOT_ROPE:
         raise ValueError(
@@ -452,7 +534,8 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
         elif rope_type == "proportional":
             dim = h
         else:
-            dim = int(h * p.get("partial_rotary_factor", 1.0))
+            dim = int(h * _real(p.get("partial_rotary_factor", 1.0),
+                                "config['partial_rotary_factor']"))
             if dim % 2:
                 raise ValueError(
                     f"the rotated width int(head_dim * partial_rotary_factor) = {dim} must be even"
@@ -460,7 +543,10 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
         kwargs = {"max_position_embeddings": max_len, "seq_len": max_len}
         if nested:
             kwargs["layer_type"] = t
-        inv, att = rope_frequencies(dim, params, **kwargs)
+        try:
+            inv, att = rope_frequencies(dim, params, **kwargs)
+        except OverflowError as exc:
+            raise ValueError(f"config['rope_parameters'] gives frequencies out of range: {exc}") from None
         theta = float(p.get("rope_theta", 10000.0))
         plain_params: dict[str, Any] = {"rope_theta": theta}
         if rope_type == "proportional":
@@ -469,7 +555,8 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
         plain, _ = rope_frequencies(dim, plain_params)
         if t == "sliding_attention" or (t == "all" and window is not None and chunk is None):
             w, wk = window, "sliding" if window is not None else None
-        elif t in ("chunked_attention",) or (chunk is not None and rope_flags is not None):
+        elif chunk is not None and (t == "chunked_attention" or (
+                t == "all" and rope_flags is not None)):
             w, wk = chunk, "chunked"
         else:
             w, wk = None, None
@@ -493,8 +580,13 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
     original = g_params.get("original_max_position_embeddings")
     interleave = config.get("rope_interleave", config.get("rope_interleaved"))
     if interleave is not None and not isinstance(interleave, bool):
-        raise TypeError(f"config['rope_interleave'] must be true/false, got {interleave!r}")
-    notes = []
+        raise TypeError(f"config['rope_interleave'] must be true/false, got {_short(interleave)}")
+    notes: list[str] = []
+    if model_type is not None:
+        notes.insert(0, f"read as transformers 5.23 reads model_type {model_type!r}")
+    if config.get("_query_scaling") is not None:
+        notes.append(f"queries are scaled with position past the original length "
+                     f"(rope_parameters['llama_4_scaling_beta'] = {config['_query_scaling']:g})")
     if rope_head is not None:
         notes.append(f"MLA: {rope_head} of {head_dim} query/key features rotated")
     if any(layer.rope_type == "proportional" for layer in layers):
@@ -617,19 +709,59 @@ def logn_attention_scale(positions, training_length: int) -> np.ndarray:
     return np.where(n > training_length, np.log(n) / math.log(int(training_length)), 1.0)
 
 
+#: Limits of what load_config reads (published configs are a few kB, nested 3-4 deep).
+_MAX_CONFIG_BYTES = 16 << 20
+_MAX_DEPTH = 64
+
+
+def _one_line(exc):
+    return " ".join(str(exc).split())[:200]
+
+
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _depth(text):
+    """How deep brackets nest in JSON text (outside strings), without recursion."""
+    depth = top = 0
+    for m in _JSON_TOKENS.finditer(text):
+        ch = m.group()
+        if ch in "[{":
+            depth += 1
+            if depth > top:
+                top = depth
+                if top > _MAX_DEPTH:
+                    return top
+        elif ch in "]}":
+            depth -= 1
+    return top
+
+
 def load_config(path: str | Path) -> dict[str, Any]:
     """Read a ``config.json`` file into a dict, with errors that name the file."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            raw = f.read(_MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise ValueError(f"config file {str(path)!r} does not exist") from None
     except IsADirectoryError:
         raise ValueError(f"config path {str(path)!r} is a directory, not a config.json") from None
+    if len(raw) > _MAX_CONFIG_BYTES:
+        raise ValueError(f"config file {str(path)!r} is larger than {_MAX_CONFIG_BYTES:,} bytes "
+                         "(a config.json is a few kilobytes)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"config file {str(path)!r} is not UTF-8 text: {exc}") from None
+    if _depth(text) > _MAX_DEPTH:
+        raise ValueError(f"config file {str(path)!r} nests JSON deeper than {_MAX_DEPTH} levels")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"config file {str(path)!r} is not valid JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # e.g. an integer of more than 4,300 digits
+        raise ValueError(f"config file {str(path)!r} cannot be read: {_one_line(exc)}") from None
     if not isinstance(data, dict):
         raise ValueError(
             f"config file {str(path)!r} must hold a JSON object, got {type(data).__name__}"
@@ -702,9 +834,14 @@ def format_description(d: ModelDescription, language: str | None = None) -> str:
         )
     if r["pairs_turning"] is not None:
         lines.append(
-            f"  pairs turning     {r['pairs_turning']} of {r['pairs']} complete a turn within "
-            f"{r['span']:,} tokens"
+            f"  pairs turning     {r['pairs_turning']} of the {r['pairs']} rotating pairs complete "
+            f"a turn within {r['span']:,} tokens"
         )
+        if r["pairs"] < r["head_pairs"]:
+            lines.append(
+                f"  pairs rotating    {r['pairs']} of the head's {r['head_pairs']} pairs "
+                f"({r['head_pairs'] - r['pairs']} carry no position)"
+            )
     lines += [f"  note              {n}" for n in d.notes]
     return "\n".join(lines)
 
@@ -754,8 +891,11 @@ def _format_description_zh(d: ModelDescription, r: dict[str, Any]) -> str:
         bound = _SPAN_KIND_ZH.get(str(r["span_kind"]), str(r["span_kind"]))
         lines.append(line("最大偏移", f"{r['largest_offset']:,}（受{bound}限制）"))
     if r["pairs_turning"] is not None:
-        lines.append(line("转满一圈", f"{r['span']:,} 个词元内，{r['pairs']} 个维度对"
+        lines.append(line("转满一圈", f"{r['span']:,} 个词元内，旋转的 {r['pairs']} 个维度对"
                                    f"里有 {r['pairs_turning']} 个转满一圈"))
+        if r["pairs"] < r["head_pairs"]:
+            lines.append(line("旋转的维度对", f"每头 {r['head_pairs']} 个维度对里有 {r['pairs']} 个"
+                                         f"旋转（{r['head_pairs'] - r['pairs']} 个不带位置）"))
     for note in d.notes:
         for pattern, words in _NOTES_ZH:
             note = pattern.sub(words, note)

@@ -12,15 +12,19 @@ r"""Learned and relative position schemes as PyTorch modules.
 
 The index arithmetic (buckets, clipping) is that of :mod:`posenc.relative`, written here
 in torch so that it runs on the module's device.  No module keeps a table that grows
-with the largest position: offsets are computed per call, from the lengths.  Buffers are
-avoided (the ALiBi slopes are rebuilt per call from :func:`posenc.alibi_slopes`), so a
-module initialised on the ``meta`` device and materialised with ``to_empty`` computes
-the same thing as one built on the CPU once its parameters are loaded.
+with the largest position: offsets are computed per call, from the lengths.  ALiBi's
+slopes are rebuilt per call from :func:`posenc.alibi_slopes`; its one (non-persistent)
+buffer, ``slopes``, only carries the module's device and dtype, so that its output
+follows ``.to(...)``, ``.half()`` and ``torch.set_default_dtype`` as a module with
+parameters does.  A module initialised on the ``meta`` device and materialised with
+``to_empty`` computes the same thing as one built on the CPU once its parameters are
+loaded.
 """
 
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 from torch import nn
@@ -483,7 +487,12 @@ class ALiBiBias(nn.Module):
     Head ``h`` adds ``-m_h * (i - j)`` for a query at ``i`` and a key at ``j`` (slopes from
     :func:`posenc.alibi_slopes`); with ``causal=True`` keys after the query get ``-inf``;
     with ``causal=False`` the bias is the symmetric ``-m_h * |i - j|`` (not in the paper).
-    The module has no parameters and no buffers.
+    The module has no parameters; its non-persistent buffer ``slopes`` (the slopes in the
+    module's dtype, not saved in ``state_dict``) gives the output its device and dtype:
+    after ``.to(torch.float64)``, ``.half()``, ``.to("meta")`` or under
+    ``torch.set_default_dtype`` at construction the bias comes out on that device in that
+    dtype.  The values are computed in float64 from :func:`posenc.alibi_slopes` whatever
+    the buffer holds (a ``to_empty`` buffer is fine), then cast once.
 
     Transforms (each tested, see the API page's table):
     ``torch.compile(fullgraph=True)``, ``torch.export`` and ``meta``
@@ -513,17 +522,28 @@ class ALiBiBias(nn.Module):
         super().__init__()
         self.num_heads = check_count(num_heads, "num_heads", minimum=1)
         self.causal = check_bool(causal, "causal")
+        self.register_buffer(
+            "slopes", torch.as_tensor(alibi_slopes(self.num_heads)).to(torch.get_default_dtype()),
+            persistent=False)
 
     def extra_repr(self):
         return f"num_heads={self.num_heads}, causal={self.causal}"
 
     def forward(self, query_length: int, key_length: int, offset: int = 0, *,
                 device: torch.device | str | None = None,
-                dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """The bias for queries at ``offset, offset + 1, ...`` and keys at ``0, 1, ...``."""
+                dtype: torch.dtype | None = None) -> torch.Tensor:
+        """The bias for queries at ``offset, offset + 1, ...`` and keys at ``0, 1, ...``.
+
+        ``device`` and ``dtype`` default to the module's (those of its ``slopes`` buffer).
+        """
         q = check_count(query_length, "query_length")
         k = check_count(key_length, "key_length")
         offset = _check_offset(offset)
+        anchor = cast(torch.Tensor, self.slopes)
+        if dtype is None:
+            dtype = anchor.dtype
+        if device is None:
+            device = anchor.device
         if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
             raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
         # as_tensor: inside torch.compile the NumPy slopes are traced into a tensor, which

@@ -330,7 +330,7 @@ def test_cli_prints_a_config(tmp_path, capsys):
     assert main(["inspect", str(path)]) == 0
     out = capsys.readouterr().out
     pairs = describe_config(json.loads(path.read_text())).row()["pairs_turning"]
-    assert out.startswith("tiny") and f"{pairs} of 32 complete a turn within 2,048" in out
+    assert out.startswith("tiny") and f"{pairs} of the 32 rotating pairs complete a turn within 2,048" in out
 
 
 def test_cli_json_and_plot(tmp_path, capsys):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import posenc
@@ -558,6 +558,65 @@ def test_video_position_ids_match_qwen25vl(qwen25vl_model, before, t, h, w, seco
     # continues: one text token after the video
     nxt = mrope_position_ids(segments + [1], time_step=2 * seconds)[:, -1]
     assert (nxt == got.shape[1] + delta).all()
+
+
+@pytest.fixture(scope="module")
+def qwen25vl_model_25():
+    """The same tiny Qwen2.5-VL with tokens_per_second 25 (the published models' value)."""
+    from transformers import Qwen2_5_VLConfig
+    from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VLModel
+
+    cfg = Qwen2_5_VLConfig(
+        text_config=dict(hidden_size=32, num_attention_heads=2, num_key_value_heads=2,
+                         intermediate_size=32, num_hidden_layers=1, vocab_size=64,
+                         bos_token_id=None, eos_token_id=None,
+                         rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                          "mrope_section": [2, 3, 3]}),
+        vision_config=dict(depth=1, hidden_size=16, out_hidden_size=32, num_heads=2,
+                           intermediate_size=16, spatial_merge_size=MERGE,
+                           tokens_per_second=25, fullatt_block_indexes=[0]),
+    )
+    torch.manual_seed(0)
+    return Qwen2_5_VLModel(cfg).eval()
+
+
+def test_time_ids_are_exact_where_the_float_product_misses():
+    """25 * (2/3) is the float 16.666666666666664: floor(3 * it) is 49, the time is 50."""
+    from fractions import Fraction
+
+    assert 3 * (25 * (2 / 3)) < 50
+    got = mrope_position_ids([(4, 1, 1)], time_step=25 * (2 / 3))[0]
+    assert got.tolist() == [0, 16, 33, 50]
+    np.testing.assert_array_equal(
+        got, mrope_position_ids([(4, 1, 1)], time_step=Fraction(50, 3))[0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 24), st.integers(1, 12), st.integers(1, 8), st.integers(0, 3))
+@example(p=2, q=3, t=4, before=1)  # transformers: 49 for group 3, exactly 50
+def test_time_ids_against_get_rope_index(qwen25vl_model_25, p, q, t, before):
+    """Time ids for second_per_grid p/q at 25 tokens per second: posenc gives the exact
+    floor(k * 25 * p / q); transformers' get_rope_index (float64 second_per_grid_ts)
+    agrees except where k * 25 * p / q is an integer its float product falls short of,
+    and there it is exactly one below."""
+    import math
+    from fractions import Fraction
+
+    seconds = p / q
+    segments = [before, (t, 1, 1)]
+    ours = mrope_position_ids(segments, time_step=25 * seconds)
+    assert (ours == mrope_position_ids(segments, time_step=25 * Fraction(p, q))).all()
+    exact = [before + math.floor(k * Fraction(25 * p, q)) for k in range(t)]
+    np.testing.assert_array_equal(ours[0, before:], exact)
+    theirs, _ = hf25_position_ids(qwen25vl_model_25, segments, [seconds])
+    np.testing.assert_array_equal(theirs[:, :before], ours[:, :before])
+    for k in range(t):
+        float_product = float(torch.tensor(k, dtype=torch.float64)
+                              * (25 * torch.tensor(seconds, dtype=torch.float64)))
+        if Fraction(25 * p * k, q).denominator == 1 and float_product < 25 * p * k / q:
+            assert theirs[0, before + k] == ours[0, before + k] - 1
+        else:
+            assert theirs[0, before + k] == ours[0, before + k]
 
 
 def test_video_position_ids_follow_absolute_time():

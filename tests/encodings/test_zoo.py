@@ -1,0 +1,142 @@
+"""The zoo: published config.json files (tests/zoo/*/config.json, sources in manifest.json).
+
+For each file, ``describe_config`` must read what transformers 5.23 itself reads from the
+same file (``AutoConfig.from_pretrained`` on the directory, then transformers' own
+frequency code per layer type: tests/zoo/reference.py), or the command line must refuse
+the file with exit status 2 and one line that names the key; never a different answer
+with exit status 0.
+"""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from posenc.__main__ import main
+from posenc.atlas import describe_config, load_config
+
+ZOO = Path(__file__).resolve().parents[1] / "zoo"
+MANIFEST = json.loads((ZOO / "manifest.json").read_text(encoding="utf-8"))
+SLUGS = [e["slug"] for e in MANIFEST]
+
+#: Files posenc refuses, and the key its one-line message must name.
+REFUSED = {
+    "gpt2": "model_type",  # learned absolute positions: no RoPE to describe
+    "snowflake-arctic-embed-m": "model_type",
+    "phi-3.5-vision": "model_type",
+    "ministral-3-3b-2512": "model_type",  # outer model_type is the text-only class: transformers ignores text_config  # remote code (phi3_v): transformers 5.23 has no class for it
+}
+
+
+def test_zoo_size_and_manifest():
+    assert len(SLUGS) >= 40 and len(set(SLUGS)) == len(SLUGS)
+    dirs = {p.parent.name for p in ZOO.glob("*/config.json")}
+    assert dirs == set(SLUGS)
+    for e in MANIFEST:
+        assert re.fullmatch(r"[0-9a-f]{40}", e["commit"]), e["slug"]
+        assert e["url"] == f"https://github.com/{e['repository']}/blob/{e['commit']}/{e['path']}"
+        assert e["model"] and e["model_licence"] and e["form"] in ("preset", "quoted", "file")
+    styles = {"rope_scaling" if "rope_scaling" in json.dumps(load_config(ZOO / s / "config.json"))
+              else "rope_parameters" for s in SLUGS}
+    assert styles == {"rope_scaling", "rope_parameters"}
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_zoo_file_reads_as_transformers_does(slug, capsys):
+    from zoo.reference import assert_same_reading, transformers_reading
+
+    path = ZOO / slug / "config.json"
+    status = main(["inspect", str(path)])
+    out, err = capsys.readouterr()
+    if slug in REFUSED:
+        assert status == 2 and out == "", (status, out)
+        assert err.count("\n") == 1 and f"config[{REFUSED[slug]!r}]" in err, err
+        return
+    assert status == 0, err
+    reference = transformers_reading(path.parent)
+    assert_same_reading(describe_config(load_config(path)), reference)
+
+
+# -- every family's rules, from its class defaults and from variations -------------------
+
+from posenc.atlas._families import FAMILIES  # noqa: E402
+
+#: Position keys of families without a published file in the zoo (their values as the
+#: families' model cards and configs use them), and variations of the rules.
+VARIANTS = [
+    {"model_type": "qwen2", "use_sliding_window": True, "sliding_window": 4096,
+     "max_window_layers": 20, "num_hidden_layers": 28},
+    {"model_type": "gemma3", "text_config": {
+        "model_type": "gemma3_text", "num_hidden_layers": 34, "sliding_window": 1024,
+        "rope_scaling": {"rope_type": "linear", "factor": 8.0}}},
+    {"model_type": "olmo3", "max_position_embeddings": 65536, "rope_theta": 500000,
+     "rope_scaling": {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 8192}},
+    {"model_type": "smollm3", "num_hidden_layers": 36, "rope_theta": 5000000.0,
+     "no_rope_layer_interval": 4},
+    {"model_type": "smollm3", "num_hidden_layers": 8, "no_rope_layers": [1, 1, 1, 0, 1, 0, 1, 1]},
+    {"model_type": "cohere2", "num_hidden_layers": 32, "rope_theta": 50000.0,
+     "sliding_window": 4096, "sliding_window_pattern": 4},
+    {"model_type": "deepseek_v3", "max_position_embeddings": 163840, "rope_scaling": {
+        "type": "yarn", "factor": 40, "original_max_position_embeddings": 4096, "beta_fast": 32,
+        "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0}},
+    {"model_type": "gpt_oss", "rope_theta": 150000, "rope_scaling": {
+        "rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+        "truncate": False, "original_max_position_embeddings": 4096}},
+    {"model_type": "glm4", "partial_rotary_factor": 0.5, "head_dim": 128},
+    {"model_type": "gpt_neox", "rotary_pct": 0.25, "rotary_emb_base": 10000},
+    {"model_type": "qwen2_vl", "rope_theta": 1000000.0,
+     "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}},
+    {"model_type": "qwen3_vl", "text_config": {
+        "model_type": "qwen3_vl_text", "rope_theta": 5000000,
+        "rope_scaling": {"rope_type": "default", "mrope_section": [24, 20, 20],
+                         "mrope_interleaved": True}}},
+    {"model_type": "llama4", "text_config": {"model_type": "llama4_text",
+                                             "no_rope_layers": [1, 1, 0, 0] * 12}},
+    {"model_type": "phi3", "max_position_embeddings": 131072,
+     "original_max_position_embeddings": 4096, "rope_scaling": {
+         "type": "su", "short_factor": [1.0] * 48, "long_factor": [2.0] * 48}},
+    {"model_type": "mistral", "sliding_window": 4096},
+    {"model_type": "phi3", "max_position_embeddings": 131072,
+     "original_max_position_embeddings": 4096, "rope_scaling": {
+         "type": "longrope", "short_factor": [1.0] * 48, "long_factor": [2.0] * 48}},
+]
+
+
+@pytest.mark.parametrize("config", [{"model_type": t} for t in FAMILIES] + VARIANTS,
+                         ids=[f"defaults-{t}" for t in FAMILIES]
+                         + [f"variant{i}-{v['model_type']}" for i, v in enumerate(VARIANTS)])
+def test_family_rules_read_as_transformers(tmp_path, config):
+    """A file with only model_type (every key at its class default), and variations."""
+    from zoo.reference import assert_same_reading, transformers_reading
+
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    try:
+        reference = transformers_reading(tmp_path)
+    except (KeyError, ValueError, TypeError) as exc:  # transformers refuses the file
+        with pytest.raises((ValueError, TypeError)):
+            describe_config(config)
+        assert str(exc)
+        return
+    assert_same_reading(describe_config(config), reference)
+
+
+@pytest.mark.parametrize("model_type", sorted(FAMILIES))
+def test_family_defaults_are_transformers_class_defaults(model_type):
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    cls = CONFIG_MAPPING[model_type]
+    fields = cls.__dataclass_fields__
+    for key, value in FAMILIES[model_type].items():
+        if key == "rope_theta":
+            theta = cls.default_theta
+            assert value == (theta["global"] if isinstance(theta, dict) else theta), key
+        elif key in fields:
+            assert fields[key].default == value, (model_type, key)
+
+
+def test_falcon_with_alibi_is_refused(tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "falcon", "alibi": True}))
+    assert main(["inspect", str(path)]) == 2
+    assert "config['alibi']" in capsys.readouterr().err
