@@ -116,13 +116,16 @@ def _name(raw):
 
 
 def gpu_bench_table(results, case_id):
-    """One case of the GPU run as a table: time, multiple of ``copy_``, accuracy.
+    """One case of the GPU run as a table: time, multiple of ``copy_``, accuracy (for
+    ``results=None``, the line saying that no GPU run is recorded).
 
     Raises
     ------
     KeyError
         If the run has no case ``case_id`` (the error lists the ones it has).
     """
+    if results is None:  # no GPU run in this checkout (a notebook elsewhere, say)
+        return label("gpu_none")
     cases = results["cases"]
     if case_id not in cases:
         raise KeyError(f"no case {case_id!r} in the GPU results; they have {sorted(cases)}")
@@ -161,7 +164,7 @@ def gpu_headlines(results):
     kernel's tile-size sweep) and the value is the ratio to
     ``copy_``; ``..._ms`` keys give the time in milliseconds, and
     ``gpu_<case>_err_<slug>`` the relative error against float64 where the run
-    checked it.  Rows the run lacks are absent.
+    checked it.  Rows the run lacks are absent; ``None`` (no run recorded) gives ``{}``.
     """
     slugs = {
         "posenc apply_rope": "posenc", "posenc RotaryEmbedding": "posenc",
@@ -178,7 +181,9 @@ def gpu_headlines(results):
         "Meta complex multiply (interleaved)": "meta_complex",
         "posenc apply_rope interleaved": "posenc_interleaved",
     }
-    out = {}
+    out: dict = {}
+    if results is None:
+        return out
     for cid, case in results["cases"].items():
         for raw, r in case["rows"].items():
             slug = slugs.get(raw)
