@@ -163,6 +163,7 @@ add_labels({
                      "zh": "posenc / rotary-embedding-torch"},
     "bench_m_commit": {"en": "commit measured", "zh": "测量时的提交"},
     "bench_m_seconds": {"en": "benchmark run time", "zh": "基准测试总耗时"},
+    "bench_m_seconds_value": {"en": "{t} s", "zh": "{t} 秒"},
 })
 
 _ORDER = ("clone", "copy_into", "posenc_half", "posenc_interleaved", "posenc_half_out",
@@ -808,6 +809,7 @@ def bench_machine_table(results):
         [label("bench_m_versions"), f"{v['python']} / {v['torch']} / {v['numpy']}"],
         [label("bench_m_libs"), f"{v.get('posenc')} / {v.get('rotary-embedding-torch')}"],
         [label("bench_m_commit"), f"`{m.get('commit')}`"],
-        [label("bench_m_seconds"), _fmt(results.get("library_seconds"), ".0f") + " s"],
+        [label("bench_m_seconds"),
+         label("bench_m_seconds_value").format(t=_fmt(results.get("library_seconds"), ".0f"))],
     ]
     return _table([label("bench_col_item") or " ", label("bench_col_value")], rows, "ll")
