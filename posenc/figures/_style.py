@@ -549,6 +549,7 @@ def reflow_figure(fig, width_px, *, stack=False, min_pt=MIN_FONT_PT):
     width_in, height_in = (float(v) for v in fig.get_size_inches())
     target = min(width_in, width_px / DPI)
     cols = 1
+    stack = check_bool(stack, "stack")
     if stack:
         grids = [ax.get_subplotspec().get_gridspec().get_geometry() for ax in fig.axes
                  if ax.get_subplotspec() is not None]

@@ -191,6 +191,8 @@ def launch_rope(q: torch.Tensor, oq: torch.Tensor, k: torch.Tensor | None,
     (bq, hq, t, d), sq = g
     soq = go[1]
     if k is not None:
+        if ok is None:
+            raise ValueError("ok (the output for k) must be given with k")
         gk, gko = _as4d(k), _as4d(ok)
         if gk is None or gko is None:
             return False

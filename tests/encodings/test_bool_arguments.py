@@ -102,6 +102,9 @@ CALLS = {
         lambda v: posenc.rope_mixed_frequencies(8, rotate=v),
     ("RoPEMixed.__init__", "rotate"):
         lambda v: pt.RoPEMixed(8, 2, rotate=v),
+    ("reflow_figure", "stack"):
+        lambda v: __import__("posenc.figures", fromlist=["x"]).reflow_figure(
+            __import__("posenc.figures", fromlist=["x"]).new_figure(1, 2)[0], 300, stack=v),
     ("BookTable.__init__", "stack"):
         lambda v: __import__("posenc.figures._tables", fromlist=["BookTable"]).BookTable(
             ["a"], [["x"]], stack=v),
