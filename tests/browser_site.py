@@ -393,7 +393,12 @@ def check_page(context, base: str, lang: str, name: str, shots: Path | None = No
     live = [True]
     page.on("console", lambda m: live[0] and m.type == "error" and console.append(m.text))
     page.on("pageerror", lambda e: live[0] and console.append(f"uncaught: {e}"))
-    page.on("requestfailed", lambda r: live[0] and failed.append(r.url))
+    # A lazy image the page had begun to fetch when the check moved on is aborted by the
+    # browser (net::ERR_ABORTED), not missing: one such image failed zh/sinusoidal once
+    # under load while the file was there and the rerun passed.  Other failures count.
+    page.on("requestfailed", lambda r: live[0] and not (
+        r.resource_type == "image" and "ERR_ABORTED" in (r.failure or ""))
+        and failed.append(r.url))
     page.on("response", lambda r: live[0] and r.status >= 400
             and bad_status.append(f"{r.status} {r.url}"))
     weights: dict[str, int] = {}
