@@ -135,9 +135,10 @@ def bench(session: nox.Session) -> None:
 def experiments(session: nox.Session) -> None:
     """Train and evaluate the small models; writes experiments/results.{json,md}.
 
-    ``nox -s experiments`` runs the CPU tier (about 106 minutes of one-thread compute on the
-    2-core machine, 80 of wall time if ``-- --tasks copy`` and ``-- --tasks passkey`` then
-    run side by side); every finished unit is a file under experiments/units/<tier>, keyed
+    ``nox -s experiments`` runs the CPU tier (hours of one-thread compute on the 2-core
+    machine: ``-- --encodings rope,alibi`` and ``-- --encodings nope,learned,sinusoidal,t5``
+    side by side, then ``--tasks copy`` and ``--tasks passkey``, then one plain run that
+    finds every unit done and writes the results); every finished unit is a file under experiments/units/<tier>, keyed
     on its configuration and a hash of the code and recording its commit, so an interrupted
     run, or a run on another machine from the committed files, resumes instead of training
     again.  ``nox -s experiments -- --quick`` checks the harness in about a minute;

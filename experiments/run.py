@@ -8,10 +8,10 @@
     python experiments/run.py --tier gpu --device cuda --corpus-file FILE --out DIR \
         --time-budget SECONDS                  the GPU tier, one budgeted call (GpuPlan)
 
-``nox -s experiments`` runs the full CPU tier (about 106 minutes of single-thread compute on
-the 2-core machine; with ``--tasks copy`` and ``--tasks passkey`` in two processes after
-the rest, about 80 minutes of wall time); the results record the commit, the code hash, the
-machine, the library versions, every seed and the corpus hashes.  Every finished unit of
+``nox -s experiments`` runs the full CPU tier (see each unit's ``seconds`` for what it cost;
+``--encodings`` lets two processes share the work, e.g. ``rope,alibi`` in one and the rest in
+the other); the results record the commit, the code hash, the machine, the library
+versions, every seed and the corpus hashes.  Every finished unit of
 work is a file of its own under ``experiments/units/<tier>/`` (``--units``), keyed on the
 configuration sections it depends on *and* on a hash of the code
 (:mod:`posenc.analysis.experiments.units`), with the commit that produced it: commit them,
@@ -30,11 +30,11 @@ The protocol (the full tier; ``--quick`` shrinks every number):
   tuning only) and test (every reported number); see ``corpus.py``.
 * **Language modelling**: one model per encoding (NoPE, learned, sinusoidal, RoPE, ALiBi,
   T5 bias) trained on windows of ``train_length`` bytes.  Tuning on seed 0 and the
-  validation split: the learning rate from a grid (embedding scale 1), then the embedding
-  scale (1 or sqrt(d)) at the best rate; the better pair is the encoding's setting for
-  every seed.  Evaluation on fixed test chunks: every length predicts the same target bytes
-  (the last ``target`` of each chunk), so a longer length only adds history; also the mean
-  over all positions of each window and the loss per block of positions.
+  validation split: a joint log-spaced grid of learning rate and embedding scale, extended
+  past any edge where the optimum lands (``TUNING_GRID``); the best pair is the encoding's
+  setting for every seed.  Evaluation on fixed test chunks: every length predicts the same
+  target bytes (the last ``target`` of each chunk), so a longer length only adds history;
+  also the mean over all positions of each window and the loss per block of positions.
 * **RoPE scaling applied without training**: PI, static NTK (base times s^(d/(d-2))), YaRN
   and Llama 3.1 with one factor s for every length (as a deployed configuration is), and
   dynamic NTK with factor 1 (transformers' meaning: the base grows with the length read);
@@ -46,8 +46,13 @@ The protocol (the full tier; ``--quick`` shrinks every number):
   a rule fixed before any result) and the loss of each chunk, for intervals over the text.
 * **Fine-tuning at 4x the length**, the same steps with position interpolation and without
   it (the control).
-* **Budget**: RoPE and ALiBi trained for fewer and more steps (seed 0), to show whether the
-  ranking holds as training goes on.
+* **References**: RoPE and ALiBi trained at 4x the length with the same bytes per step
+  and the same steps: what longer context is worth on the fixed targets (and on the
+  far-identifier ones) for a model trained to use it.
+* **RoPE ablation**: base 500, 10^4 and 10^6 at head widths 16 and 64 (three seeds), so
+  the wavelength explanation of RoPE's failure past ``L`` is tested.
+* **Budget**: every encoding trained for half and twice the steps (three seeds), to show
+  whether the ranking holds as training goes on.
 * **Copy** (induction, string lengths varied in training, 200 symbols) and **passkey**
   (a key at several depths in random filler): trained short, tested up to 8x and 16x, with
   the embedding scale tuned on the language model and the task's rate grid (one rate in
@@ -58,6 +63,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import datetime as _dt
 import json
 import os
@@ -75,7 +81,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from posenc.analysis.experiments import corpus as C  # noqa: E402
-from posenc.analysis.experiments import stats  # noqa: E402
+from posenc.analysis.experiments.markdown import gpu_markdown, write_markdown  # noqa: E402
 from posenc.analysis.experiments import train as T  # noqa: E402
 from posenc.analysis.experiments.models import ENCODINGS, ModelConfig, TinyDecoder  # noqa: E402
 from posenc.analysis.experiments.units import UnitStore, code_hash, git_commit  # noqa: E402
@@ -85,13 +91,18 @@ SCHEMA = 2
 CPU = {
     "seeds": [0, 1, 2, 3, 4],
     "model": {"d_model": 64, "n_heads": 4, "n_layers": 2},
-    "lm": {"train_length": 128, "steps": 800, "batch": 16, "lrs": [1e-3, 3e-3, 1e-2],
-           "embed_scales": [1.0, 8.0], "eval_factors": [1, 2, 4, 8, 16], "n_chunks": 128,
-           "target": 64, "bucket": 128, "valid_chunks": 128},
-    "lm_edge": {"lrs": [3e-2]},
+    "lm": {"train_length": 128, "steps": 800, "batch": 16, "lrs": [3e-3, 1e-2, 3e-2],
+           "embed_scales": [1.0, 7.07, 50.0], "eval_factors": [1, 2, 4, 8, 16],
+           "n_chunks": 128, "target": 64, "bucket": 128, "valid_chunks": 128},
+    "lm_edge": {"lrs": []},
     "scaling": {"factor": 16, "types": ["pi", "ntk", "yarn", "llama3", "dynamic"]},
     "finetune": {"factor": 4, "steps": 200, "batch": 4, "lr": 1e-3},
-    "budget": {"encodings": ["rope", "alibi"], "multipliers": [0.25, 0.5, 2.0]},
+    # every encoding, three seeds, half and twice the steps (issue 31's budget study)
+    "budget": {"encodings": list(ENCODINGS), "seeds": [0, 1, 2], "multipliers": [0.5, 2.0]},
+    # models trained at 4 L with the same bytes per step: what longer context is worth
+    "references": {"encodings": ["rope", "alibi"], "factors": [4], "seeds": [0, 1, 2]},
+    # RoPE's wavelength explanation tested: base and head width varied (three seeds)
+    "ablation": {"bases": [500.0, 1e4, 1e6], "head_dims": [16, 64], "seeds": [0, 1, 2]},
     "copy": {"m": [4, 24], "eval_m": [8, 16, 24, 48, 96, 192], "steps": 1000, "batch": 64,
              "lrs": [3e-3], "n_eval": 64},
     "passkey": {"total": [16, 48], "eval_totals": [48, 96, 192, 384, 768],
@@ -140,7 +151,9 @@ QUICK = {
     "lm_edge": {"lrs": [1e-2]},
     "scaling": {"factor": 2, "types": ["pi", "ntk", "yarn", "llama3", "dynamic"]},
     "finetune": {"factor": 2, "steps": 2, "batch": 2, "lr": 1e-3},
-    "budget": {"encodings": ["rope", "alibi"], "multipliers": [0.5, 2.0]},
+    "budget": {"encodings": ["rope", "alibi"], "seeds": [0], "multipliers": [0.5, 2.0]},
+    "references": {"encodings": ["rope", "alibi"], "factors": [2], "seeds": [0]},
+    "ablation": {"bases": [500.0, 1e4], "head_dims": [16, 32], "seeds": [0]},
     "copy": {"m": [2, 4], "eval_m": [4, 8], "steps": 6, "batch": 4, "lrs": [1e-3, 3e-3],
              "n_eval": 8},
     "passkey": {"total": [12, 16], "eval_totals": [16, 32], "depths": [0.1, 0.9], "steps": 6,
@@ -161,24 +174,19 @@ GPUQUICK = {
 }
 TIERS = {"cpu": CPU, "gpu": GPU, "quick": QUICK, "gpuquick": GPUQUICK}
 
-# Defined, not yet run (issue 31): the joint tuning grid and the budget study.  The grid is
-# log-spaced in both the learning rate and the embedding scale, and is extended by one
-# point past any edge where an encoding's optimum lands, until the optimum is inside.  50
-# is the scale at which this model's N(0, 0.02^2) token embeddings match fairseq's
-# N(0, 1/d) initialisation times sqrt(d) (entries of variance 1): 1 / 0.02, for any d.
+# The joint tuning grid (seed 0, validation split): every learning rate of ``lm.lrs`` with
+# every embedding scale of ``lm.embed_scales``, both log-spaced, extended by one point past
+# any edge where an encoding's optimum lands (at most ``max_extensions`` rounds), so the
+# optimum is inside.  50 is the scale at which this model's N(0, 0.02^2) token embeddings
+# have entries of variance 1, as fairseq's N(0, 1/d) initialisation times its sqrt(d)
+# scale gives: 1 / 0.02, for any d; 7.07 is its geometric midpoint with 1.
 TUNING_GRID = {
-    "cpu": {"lrs": [1e-3, 3e-3, 1e-2, 3e-2], "embed_scales": [1.0, 4.0, 16.0, 50.0],
-            "seeds": [0], "extend_at_edge": True},
-    "gpu": {"lrs": [3e-4, 1e-3, 3e-3, 1e-2], "embed_scales": [1.0, 4.0, 16.0, 50.0],
-            "seeds": [0], "extend_at_edge": True},
+    "cpu": {"extend_at_edge": True, "max_extensions": 2},
+    "gpu": {"extend_at_edge": True, "max_extensions": 2},
+    "quick": {"extend_at_edge": False, "max_extensions": 0},
 }
-BUDGET_STUDY = {
-    "cpu": {"encodings": list(ENCODINGS), "seeds": [0, 1, 2], "multipliers": [0.5, 2.0]},
-    "gpu": {"encodings": list(ENCODINGS), "seeds": [0, 1, 2], "multipliers": [0.5, 2.0]},
-}
-for _tier in ("cpu", "gpu"):
-    TIERS[_tier]["tuning_grid"] = TUNING_GRID[_tier]
-    TIERS[_tier]["budget_study"] = BUDGET_STUDY[_tier]
+for _tier, _grid in TUNING_GRID.items():
+    TIERS[_tier]["tuning_grid"] = _grid
 
 
 def scaling_parameters(kind: str, s: float, L: int, head_dim: int, base: float) -> dict:
@@ -251,12 +259,21 @@ def package_version(name: str) -> str | None:
 
 class Runner:
     """Runs units of work once: each unit's result is kept in ``units`` (one JSON file per
-    unit, keyed on the configuration sections it depends on and on the code), and model
-    weights, where later units need them, under ``cache``."""
+    unit, keyed on everything it depends on and on the code), and model weights, where
+    later units need them, under ``cache``.
+
+    A unit's key names it; its stored parameters are the configuration sections its stage
+    reads plus ``extra`` (a trained model's full settings; for a unit that reads a trained
+    model, that model's digest), so a unit can never be reused for a model it did not see.
+    ``encodings`` limits a process to some encodings' units (two processes can share one
+    unit folder, each taking half).
+    """
 
     def __init__(self, config: dict, cache: Path, device: str, progress: bool,
-                 units: Path | None = None, corpus: C.Corpus | None = None):
+                 units: Path | None = None, corpus: C.Corpus | None = None,
+                 encodings=ENCODINGS):
         self.config, self.device, self.progress = config, device, progress
+        self.encodings = tuple(e for e in ENCODINGS if e in encodings)
         self.cache = cache
         self.cache.mkdir(parents=True, exist_ok=True)
         self.store = UnitStore(units if units is not None else cache / "units")
@@ -271,26 +288,25 @@ class Runner:
         self.far = C.far_identifier_mask(self.corpus.test)
         self.seconds: dict[str, float] = {}  # every unit's own time, cached ones included
         self._trainers: dict[str, object] = {}  # how to rebuild a unit's missing weights
+        self._digests: dict[str, str] = {}  # a trained model's unit digest, by key
 
-    def _params(self, key: str) -> dict:
-        """The configuration sections that unit ``key`` depends on (the model and seeds
-        always; the language-model section for every LM-derived unit; a task's own section
-        for its units), so changing one part re-runs only what depends on it.  The unit
-        store adds the code hash."""
+    def _params(self, key: str, extra: dict | None = None) -> dict:
+        """What unit ``key`` depends on: the model and seeds always; the language-model
+        section for every LM-derived unit; a task's own section for its units; the stage's
+        own section; and ``extra``.  The unit store adds the code hash."""
         stage = key.split("-")[0].replace("grid", "")
         sections = ["seeds", "model"]
         # a task depends on the language model too: it takes the LM's tuned embedding scale
         sections += [stage, "lm"] if stage in ("copy", "passkey") else ["lm"]
-        if stage in ("scale", "scalematched", "finetune", "budget", "lmedge"):
-            sections.append({"scale": "scaling", "scalematched": "scaling",
-                             "lmedge": "lm_edge"}.get(stage, stage))
-        return {"unit": key, **{k: self.config[k] for k in sections}}
+        own = {"scale": "scaling", "scalematched": "scaling", "lmedge": "lm_edge",
+               "finetune": "finetune", "budget": "budget", "ref": "references",
+               "abl": "ablation"}.get(stage)
+        if own is not None:
+            sections.append(own)
+        return {"unit": key, **{k: self.config[k] for k in sections}, **(extra or {})}
 
-    def _digest(self, key: str) -> str:
-        return self.store.digest(self._params(key))
-
-    def unit(self, key: str, fn):
-        params = self._params(key)
+    def unit(self, key: str, fn, extra: dict | None = None):
+        params = self._params(key, extra)
         out = self.store.get(key, params)
         if out is None:
             t0 = time.perf_counter()
@@ -302,7 +318,7 @@ class Runner:
         return out
 
     def model_path(self, key: str) -> Path:
-        return self.cache / f"{key}-{self._digest(key)}.pt"
+        return self.cache / f"{key}-{self._digests[key]}.pt"
 
     def load(self, cfg: ModelConfig, key: str) -> TinyDecoder:
         if not self.model_path(key).exists():  # the unit is stored, its weights are not
@@ -312,68 +328,109 @@ class Runner:
         model.eval()
         return model
 
-    def cfg(self, encoding: str, scale: float = 1.0, train_length: int | None = None
-            ) -> ModelConfig:
+    def cfg(self, encoding: str, scale: float = 1.0, train_length: int | None = None,
+            **model) -> ModelConfig:
         return ModelConfig(encoding, train_length=train_length or self.L, embed_scale=scale,
-                           **self.config["model"])
+                           **{**self.config["model"], **model})
 
     # -- language modelling --------------------------------------------------------------
 
-    def lm_train(self, key: str, cfg: ModelConfig, seed: int, lr: float, steps: int) -> dict:
+    def lm_train(self, key: str, cfg: ModelConfig, seed: int, lr: float, steps: int,
+                 batch: int | None = None) -> dict:
         """Train (kept: weights and validation loss at the training length)."""
         lm = self.config["lm"]
+        batch = batch or lm["batch"]
+        extra = {"trained": {"cfg": {k: v for k, v in dataclasses.asdict(cfg).items()
+                                     if k != "rope_parameters"},
+                             "seed": seed, "lr": lr, "steps": steps, "batch": batch}}
+        self._digests[key] = self.store.digest(self._params(key, extra))
 
         def fn():
-            res = T.train_lm(cfg, self.corpus.train, steps=steps, batch=lm["batch"], lr=lr,
+            res = T.train_lm(cfg, self.corpus.train, steps=steps, batch=batch, lr=lr,
                              seed=seed, progress=self.progress, device=self.device)
             torch.save(res.model.state_dict(), self.model_path(key))
             valid = T.eval_lm(res.model, self.corpus.valid, self.valid_chunks, [self.L],
                               bucket=lm["bucket"])[self.L]
             return {"key": key, "encoding": cfg.encoding, "seed": seed, "lr": lr,
-                    "embed_scale": cfg.embed_scale, "steps": steps, "losses": res.losses,
+                    "embed_scale": cfg.embed_scale, "steps": steps, "batch": batch,
+                    "train_length": cfg.train_length, "rope_base": cfg.rope_base,
+                    "head_dim": cfg.d_model // cfg.n_heads, "losses": res.losses,
                     "train_seconds": res.seconds, "valid": valid["target"]}
         self._trainers[key] = fn
-        return self.unit(key, fn)
+        return self.unit(key, fn, extra)
 
-    def lm_test(self, run: dict) -> dict:
-        """``run`` with its losses on the test chunks at every length (``"test"``)."""
+    def lm_test(self, run: dict, cfg: ModelConfig | None = None) -> dict:
+        """``run`` with its losses on the test chunks at every length it can be asked
+        (``"test"``: fixed targets, whole windows, per block, far-identifier targets)."""
         lm = self.config["lm"]
-        cfg = self.cfg(run["encoding"], run["embed_scale"])
+        cfg = cfg or self.cfg(run["encoding"], run["embed_scale"])
+        lengths = [n for n in self.lengths if n >= cfg.train_length]
 
         def fn():
             model = self.load(cfg, run["key"])
-            return {"test": T.eval_lm(model, self.corpus.test, self.chunks, self.lengths,
+            return {"test": T.eval_lm(model, self.corpus.test, self.chunks, lengths,
                                       bucket=lm["bucket"], far=self.far)}
-        return {**run, "test": self.unit(f"test-{run['key']}", fn)["test"]}
+        got = self.unit(f"test-{run['key']}", fn, {"model": self._digests[run["key"]]})
+        return {**run, "test": got["test"]}
+
+    @staticmethod
+    def _beyond(axis: list, value, up: bool):
+        """The next log-spaced point past an edge of a sorted grid axis."""
+        ratio = (axis[-1] / axis[-2]) if up else (axis[1] / axis[0])
+        nxt = value * ratio if up else value / ratio
+        return float(f"{nxt:.3g}")
+
+    def grid(self, enc: str) -> tuple[dict, dict]:
+        """The joint grid on seed 0: every rate with every embedding scale, extended past
+        an edge where the optimum lands (``tuning_grid``); returns the runs and the best."""
+        lm, tg = self.config["lm"], self.config["tuning_grid"]
+        lrs, scales = sorted(lm["lrs"]), sorted(lm["embed_scales"])
+        runs: dict[tuple[float, float], dict] = {}
+        for round_ in range(1 + int(tg["max_extensions"])):
+            for lr in lrs:
+                for sc in scales:
+                    if (lr, sc) not in runs:
+                        runs[(lr, sc)] = self.lm_train(f"lmgrid-{enc}-lr{lr:g}-x{sc:g}",
+                                                       self.cfg(enc, sc), 0, lr, lm["steps"])
+            best = min(runs.values(), key=lambda g: g["valid"])
+            if not tg["extend_at_edge"] or round_ == int(tg["max_extensions"]):
+                break
+            grew = False
+            for axis, v in ((lrs, best["lr"]), (scales, best["embed_scale"])):
+                if len(axis) > 1 and v == axis[-1]:
+                    axis.append(self._beyond(axis, v, True))
+                    grew = True
+                elif len(axis) > 1 and v == axis[0]:
+                    axis.insert(0, self._beyond(axis, v, False))
+                    grew = True
+            if not grew:
+                break
+        return runs, best
 
     def lm(self) -> dict:
         lm = self.config["lm"]
         grid, chosen, runs = [], {}, []
-        for enc in ENCODINGS:
-            at_one = [self.lm_train(f"lmgrid-{enc}-lr{lr:g}-x1", self.cfg(enc), 0, lr,
-                                    lm["steps"]) for lr in lm["lrs"]]
-            best = min(at_one, key=lambda g: g["valid"])
-            scaled = [self.lm_train(f"lmgrid-{enc}-lr{best['lr']:g}-x{scale:g}",
-                                    self.cfg(enc, scale), 0, best["lr"], lm["steps"])
-                      for scale in lm["embed_scales"][1:]]
-            pick = min([best, *scaled], key=lambda g: g["valid"])
+        for enc in self.encodings:
+            cands, pick = self.grid(enc)
             chosen[enc] = {"lr": pick["lr"], "embed_scale": pick["embed_scale"]}
-            # the scale ablation is reported on the test chunks too: both scales, best rate
-            grid += [self.lm_test(g) if g in (best, *scaled) else g for g in at_one]
-            grid += [self.lm_test(g) for g in scaled]
+            # on the test chunks too: the best rate at each embedding scale (the scale's
+            # effect, each at its own best rate)
+            tested = {min((g for g in cands.values() if g["embed_scale"] == sc),
+                          key=lambda g: g["valid"])["key"]
+                      for sc in {g["embed_scale"] for g in cands.values()}}
+            grid += [self.lm_test(g) if g["key"] in tested else g for g in cands.values()]
+            runs.append(next(g for g in grid if g["key"] == pick["key"]))
             for seed in self.config["seeds"][1:]:
                 runs.append(self.lm_test(self.lm_train(
-                    f"lm-{enc}-s{seed}", self.cfg(enc, pick["embed_scale"]), seed,
-                    pick["lr"], lm["steps"])))
-            runs.insert(len(runs) - len(self.config["seeds"]) + 1,
-                        next(g for g in grid if g["key"] == pick["key"]))
+                    self.lm_key(enc, seed, chosen[enc]), self.cfg(enc, pick["embed_scale"]),
+                    seed, pick["lr"], lm["steps"])))
         return {"grid": grid, "chosen": chosen, "runs": runs}
 
     def lm_edge(self, chosen: dict) -> list:
         """Where an encoding's best rate is the largest of the grid, train seed 0 at the
-        rates past it (embedding scale 1, validation loss only): is the optimum inside?"""
+        rates of ``lm_edge`` (embedding scale 1, validation loss only)."""
         lm, out = self.config["lm"], []
-        for enc in ENCODINGS:
+        for enc in chosen:
             if chosen[enc]["lr"] != max(lm["lrs"]):
                 continue
             for lr in self.config["lm_edge"]["lrs"]:
@@ -385,27 +442,32 @@ class Runner:
     def lm_key(enc: str, seed: int, setting: dict) -> str:
         if seed == 0:
             return f"lmgrid-{enc}-lr{setting['lr']:g}-x{setting['embed_scale']:g}"
-        return f"lm-{enc}-s{seed}"
+        return f"lm-{enc}-lr{setting['lr']:g}-x{setting['embed_scale']:g}-s{seed}"
+
+    def _rope_models(self, chosen: dict):
+        """The trained RoPE models of every seed: (seed, key, cfg)."""
+        setting = chosen["rope"]
+        cfg = self.cfg("rope", setting["embed_scale"])
+        return [(seed, self.lm_key("rope", seed, setting), cfg)
+                for seed in self.config["seeds"]]
 
     def scaling(self, chosen: dict) -> list:
         sc, lm = self.config["scaling"], self.config["lm"]
-        setting = chosen["rope"]
-        cfg = self.cfg("rope", setting["embed_scale"])
-        head = cfg.d_model // cfg.n_heads
         out = []
-        for seed in self.config["seeds"]:
-            key = self.lm_key("rope", seed, setting)
+        for seed, key, cfg in self._rope_models(chosen):
+            head = cfg.d_model // cfg.n_heads
             for kind in sc["types"]:
-                def fn(kind=kind, key=key):
+                def fn(kind=kind, key=key, cfg=cfg, seed=seed, head=head):
                     model = self.load(cfg, key)
-                    model.set_rope(scaling_parameters(kind, sc["factor"], self.L, head,
-                                                      cfg.rope_base))
+                    p = scaling_parameters(kind, sc["factor"], self.L, head, cfg.rope_base)
+                    model.set_rope(p)
                     return {"kind": kind, "seed": seed, "factor": sc["factor"],
-                            "rope_parameters": scaling_parameters(
-                                kind, sc["factor"], self.L, head, cfg.rope_base),
+                            "rope_parameters": p,
                             "test": T.eval_lm(model, self.corpus.test, self.chunks,
-                                              self.lengths, bucket=lm["bucket"])}
-                out.append(self.unit(f"scale-{kind}-s{seed}", fn))
+                                              self.lengths, bucket=lm["bucket"],
+                                              far=self.far)}
+                out.append(self.unit(f"scale-{kind}-s{seed}", fn,
+                                     {"model": self._digests[key]}))
         return out
 
     def scaling_matched(self, chosen: dict) -> list:
@@ -414,14 +476,11 @@ class Runner:
         applied equals transformers' dynamic NTK, the ``dynamic`` arm of
         :meth:`scaling`)."""
         sc, lm = self.config["scaling"], self.config["lm"]
-        setting = chosen["rope"]
-        cfg = self.cfg("rope", setting["embed_scale"])
-        head = cfg.d_model // cfg.n_heads
         out = []
-        for seed in self.config["seeds"]:
-            key = self.lm_key("rope", seed, setting)
+        for seed, key, cfg in self._rope_models(chosen):
+            head = cfg.d_model // cfg.n_heads
             for kind in matched_kinds(sc["types"]):
-                def fn(kind=kind, key=key, seed=seed):
+                def fn(kind=kind, key=key, cfg=cfg, seed=seed, head=head):
                     model = self.load(cfg, key)
                     test, params = {}, {}
                     for n in self.lengths:
@@ -434,18 +493,17 @@ class Runner:
                                               bucket=lm["bucket"], far=self.far))
                     return {"kind": kind, "seed": seed, "factor": "n/L",
                             "rope_parameters": params, "test": test}
-                out.append(self.unit(f"scalematched-{kind}-s{seed}", fn))
+                out.append(self.unit(f"scalematched-{kind}-s{seed}", fn,
+                                     {"model": self._digests[key]}))
         return out
 
     def finetune(self, chosen: dict) -> list:
         ft, lm = self.config["finetune"], self.config["lm"]
-        setting = chosen["rope"]
-        cfg = self.cfg("rope", setting["embed_scale"])
         out = []
-        for seed in self.config["seeds"]:
+        for seed, key, cfg in self._rope_models(chosen):
             for arm in ("pi", "plain"):
-                def fn(arm=arm, seed=seed):
-                    model = self.load(cfg, self.lm_key("rope", seed, setting))
+                def fn(arm=arm, seed=seed, key=key, cfg=cfg):
+                    model = self.load(cfg, key)
                     if arm == "pi":
                         model.set_rope({"rope_type": "linear", "factor": float(ft["factor"])})
                     res = T.train_lm(cfg, self.corpus.train, steps=ft["steps"],
@@ -456,19 +514,67 @@ class Runner:
                             "train_seconds": res.seconds,
                             "test": T.eval_lm(res.model, self.corpus.test, self.chunks,
                                               self.lengths, bucket=lm["bucket"])}
-                out.append(self.unit(f"finetune-{arm}-s{seed}", fn))
+                out.append(self.unit(f"finetune-{arm}-s{seed}", fn,
+                                     {"model": self._digests[key]}))
         return out
 
     def budget(self, chosen: dict) -> list:
+        """Every listed encoding at fewer and more steps than the protocol's, for the
+        listed seeds at its tuned setting: does the ranking hold as training goes on?"""
         b, lm = self.config["budget"], self.config["lm"]
         out = []
         for enc in b["encodings"]:
+            if enc not in chosen:
+                continue
             setting = chosen[enc]
             for mult in b["multipliers"]:
                 steps = max(1, int(round(lm["steps"] * mult)))
-                out.append(self.lm_test(self.lm_train(
-                    f"budget-{enc}-x{mult:g}", self.cfg(enc, setting["embed_scale"]), 0,
-                    setting["lr"], steps)))
+                for seed in b.get("seeds", [0]):
+                    out.append(self.lm_test(self.lm_train(
+                        f"budget-{enc}-x{mult:g}-s{seed}",
+                        self.cfg(enc, setting["embed_scale"]), seed, setting["lr"], steps)))
+        return out
+
+    def references(self, chosen: dict) -> list:
+        """Models trained at ``f`` times the training length with the same bytes per step
+        (the batch divided by ``f``) and the same steps, at each encoding's tuned setting:
+        what longer context is worth on the fixed targets when a model is trained for it."""
+        rf, lm = self.config["references"], self.config["lm"]
+        out = []
+        for enc in rf["encodings"]:
+            if enc not in chosen:
+                continue
+            setting = chosen[enc]
+            for f in rf["factors"]:
+                n = self.L * int(f)
+                cfg = self.cfg(enc, setting["embed_scale"], train_length=n)
+                for seed in rf["seeds"]:
+                    run = self.lm_train(f"ref-{enc}-L{n}-s{seed}", cfg, seed, setting["lr"],
+                                        lm["steps"], batch=max(1, lm["batch"] // int(f)))
+                    out.append(self.lm_test(run, cfg))
+        return out
+
+    def ablation(self, chosen: dict) -> list:
+        """RoPE with its base and head width varied (the model's width fixed, so a wider
+        head means fewer heads), each at RoPE's tuned setting: is the failure past ``L``
+        the wavelengths' doing?  The protocol's own model (base 10^4 at its head width)
+        is not trained again: its seeds are the main runs."""
+        ab, lm = self.config["ablation"], self.config["lm"]
+        if "rope" not in chosen:
+            return []
+        setting, d = chosen["rope"], self.config["model"]["d_model"]
+        main_head = d // self.config["model"]["n_heads"]
+        out = []
+        for hd in ab["head_dims"]:
+            for base in ab["bases"]:
+                if hd == main_head and base == ModelConfig.rope_base:
+                    continue
+                cfg = self.cfg("rope", setting["embed_scale"], rope_base=float(base),
+                               n_heads=d // int(hd))
+                for seed in ab["seeds"]:
+                    run = self.lm_train(f"abl-rope-b{base:g}-h{hd}-s{seed}", cfg, seed,
+                                        setting["lr"], lm["steps"])
+                    out.append(self.lm_test(run, cfg))
         return out
 
     # -- synthetic tasks -----------------------------------------------------------------
@@ -505,10 +611,10 @@ class Runner:
                 return {"encoding": enc, "seed": seed, "lr": lr, "losses": res.losses,
                         "train_seconds": res.seconds, "valid": valid(res.model),
                         "test": evaluate(res.model, seed)}
-            return self.unit(key, fn)
+            return self.unit(key, fn, {"embed_scale": lm_chosen[enc]["embed_scale"]})
 
         grid, chosen, runs = [], {}, []
-        for enc in ENCODINGS:
+        for enc in self.encodings:
             cands = [run_one(f"{name}grid-{enc}-lr{lr:g}", enc, 0, lr) for lr in tc["lrs"]]
             grid += cands
             best = max(cands, key=lambda r: r["valid"])
@@ -523,28 +629,43 @@ STAGES = ("copy", "passkey")
 
 
 def run(config: dict, *, cache: Path, device: str, progress: bool,
-        stages=STAGES, units: Path | None = None, corpus: C.Corpus | None = None) -> dict:
-    r = Runner(config, cache, device, progress, units=units, corpus=corpus)
+        stages=STAGES, units: Path | None = None, corpus: C.Corpus | None = None,
+        encodings=ENCODINGS) -> dict:
+    """Run (or read from the unit store) the protocol's units in priority order: the tuned
+    language models and their seeds, RoPE scaling without training (fixed and matched
+    factors), the longer-trained references, the RoPE ablation, the budget study, the
+    fine-tuning, the tasks named in ``stages``, the rate edge check.  ``encodings`` limits
+    the run to some encodings' units (RoPE's units come with ``"rope"``)."""
+    r = Runner(config, cache, device, progress, units=units, corpus=corpus,
+               encodings=encodings)
     lm = r.lm()
+    chosen = lm["chosen"]
+    rope = "rope" in chosen
     body = {
         "corpus": r.corpus.provenance(),
         "chunks": {"n": int(r.chunks.ends.size), "files": int(np.unique(r.chunks.files).size),
                    "target": r.chunks.target, "max_length": r.chunks.max_length,
                    "target_bytes": int(r.chunks.ends.size * r.chunks.target)},
         "lm": lm,
-        "scaling": r.scaling(lm["chosen"]),
-        "scaling_matched": r.scaling_matched(lm["chosen"]),
-        "finetune": r.finetune(lm["chosen"]),
-        "budget": r.budget(lm["chosen"]),
-        "copy": r.task("copy", lm["chosen"]) if "copy" in stages else None,
-        "passkey": r.task("passkey", lm["chosen"]) if "passkey" in stages else None,
-        "lm_edge": r.lm_edge(lm["chosen"]),
+        "scaling": r.scaling(chosen) if rope else [],
+        "scaling_matched": r.scaling_matched(chosen) if rope else [],
+        "references": r.references(chosen),
+        "ablation": r.ablation(chosen),
+        "budget": r.budget(chosen),
+        "finetune": r.finetune(chosen) if rope else [],
+        "copy": r.task("copy", chosen) if "copy" in stages else None,
+        "passkey": r.task("passkey", chosen) if "passkey" in stages else None,
+        "lm_edge": r.lm_edge(chosen),
+        "far_targets": {"bytes": int(sum(r.far[e - r.chunks.target:e].sum()
+                                         for e in r.chunks.ends)),
+                        "of": int(r.chunks.ends.size * r.chunks.target),
+                        "gap": C.FAR_GAP, "min_len": C.FAR_MIN_LEN},
     }
-    stages: dict[str, float] = {}
+    stage_s: dict[str, float] = {}
     for key, sec in r.seconds.items():
         stage = key.split("-")[0].replace("grid", "")
-        stages[stage] = stages.get(stage, 0.0) + sec
-    body["stage_seconds"] = stages
+        stage_s[stage] = stage_s.get(stage, 0.0) + sec
+    body["stage_seconds"] = stage_s
     body["unit_seconds"] = sum(r.seconds.values())
     return body
 
@@ -850,57 +971,6 @@ class GpuPlan:
                 "bytes": int(m.sum()), "of": int(m.size)}
 
 
-def gpu_markdown(results: dict) -> str:
-    """A summary of a GPU-tier results file: mean (sd) over the seeds done."""
-    units = results["units"]
-    lines = ["# Experiments, GPU tier: results", "",
-             f"Commit `{results['provenance']['commit']}`, code `{results['provenance']['code']}`"
-             f", {results['provenance']['date']}, device "
-             f"{results['provenance']['machine']['gpu'] or results['provenance']['machine']['device']}"
-             f"; {results['steps']} steps per language model; far targets: "
-             f"{results['far_targets']['bytes']} of {results['far_targets']['of']} target bytes.",
-             "", "Loss on the fixed targets (nats/byte), mean (sd) over seeds; far: the "
-             "far-identifier targets.", ""]
-
-    def cell(vals):
-        vals = [v for v in vals if v is not None]
-        if not vals:
-            return "n/a"
-        m = float(np.mean(vals))
-        return f"{m:.3f}" + (f" ({np.std(vals, ddof=1):.3f}, n={len(vals)})" if len(vals) > 1
-                             else " (n=1)")
-
-    lm = [u for u in units if u["key"].startswith("lm-")]
-    lengths = sorted({int(n) for u in lm for n in u["test"]})
-    lines += ["| model | metric | " + " | ".join(map(str, lengths)) + " |",
-              "|---|---|" + "---:|" * len(lengths)]
-    groups = sorted({(u["encoding"], u["train_length"]) for u in lm})
-    for enc, tl in groups:
-        us = [u for u in lm if u["encoding"] == enc and u["train_length"] == tl]
-        for metric in ("target", "far"):
-            row = [cell([(u["test"].get(str(n)) or {}).get(metric) for u in us])
-                   if any(str(n) in u["test"] for u in us) else "" for n in lengths]
-            lines.append(f"| {enc} @ {tl} | {metric} | " + " | ".join(row) + " |")
-    sc = [u for u in units if u["key"].startswith("scale-")]
-    if sc:
-        lines += ["", "RoPE scaling without training (the models trained at "
-                  f"{results['config']['lm']['train_length']}):", "",
-                  "| rule | factor | metric | " + " | ".join(map(str, lengths)) + " |",
-                  "|---|---|---|" + "---:|" * len(lengths)]
-        for kind, mode in sorted({(u["kind"], u["mode"]) for u in sc}):
-            us = [u for u in sc if u["kind"] == kind and u["mode"] == mode]
-            for metric in ("target", "far"):
-                row = [cell([(u["test"].get(str(n)) or {}).get(metric) for u in us])
-                       for n in lengths]
-                lines.append(f"| {kind} | {mode} | {metric} | " + " | ".join(row) + " |")
-    for err in results.get("errors", []):
-        lines += ["", f"Failed: {err['group']}: {err['error'][:300]}"]
-    if results["skipped"]:
-        lines += ["", "Not run (the budget did not fit them): "
-                  + ", ".join(results["skipped"]) + "."]
-    return "\n".join(lines) + "\n"
-
-
 def run_gpu(config: dict, args, corpus: C.Corpus, tier: str) -> int:
     from posenc.analysis.experiments.units import Budget
 
@@ -949,48 +1019,6 @@ def run_gpu(config: dict, args, corpus: C.Corpus, tier: str) -> int:
     return 0
 
 
-def _by_seed(runs, where, metric):
-    return [metric(x) for x in sorted((x for x in runs if where(x)), key=lambda x: x["seed"])]
-
-
-def write_markdown(results: dict) -> str:
-    p = results["provenance"]
-    c = results["corpus"]
-    lines = [
-        "# Experiments: results",
-        "",
-        f"Commit `{p['commit']}`{' (with uncommitted changes)' if p['dirty'] else ''}, "
-        f"{p['date']}; {p['machine']['cpu']}, {p['machine']['threads']} thread(s), device "
-        f"{p['machine']['device']}; torch {p['versions']['torch']}. Units of work: "
-        f"{results['unit_seconds'] / 60:.0f} min of compute in all (each unit is cached, so "
-        f"a resumed run's wall time is shorter). Corpus: {c['package']} {c['version']}, test "
-        f"{c['test']['files']} files / {c['test']['bytes']} bytes (sha256 "
-        f"{c['test']['sha256'][:12]}...). Seeds {results['config']['seeds']}; mean and 95 % "
-        "t interval over seeds.",
-        "",
-        "## Language modelling: loss on the fixed target bytes (nats/byte)",
-        "",
-    ]
-    lm = results["lm"]
-    lengths = sorted({int(k) for r in lm["runs"] for k in r["test"]})
-    lines += ["| encoding | lr | scale | " + " | ".join(str(n) for n in lengths) + " |",
-              "|---|---|---|" + "---:|" * len(lengths)]
-    for enc in ENCODINGS:
-        cells = []
-        for n in lengths:
-            vals = _by_seed(lm["runs"], lambda x, e=enc: x["encoding"] == e,
-                            lambda x, n=n: x["test"][str(n)])
-            if any(v is None for v in vals):
-                cells.append("n/a")
-                continue
-            s = stats.summary([v["target"] for v in vals])
-            cells.append(f"{s['mean']:.3f} [{s['lo']:.3f}, {s['hi']:.3f}]")
-        ch = lm["chosen"][enc]
-        lines.append(f"| {enc} | {ch['lr']:g} | {ch['embed_scale']:g} | " + " | ".join(cells)
-                     + " |")
-    return "\n".join(lines) + "\n"
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a tiny run that checks the harness")
@@ -1011,6 +1039,10 @@ def main(argv=None) -> int:
                     help="which synthetic tasks to run (comma-separated, of copy,passkey): "
                          "two processes can each take one, sharing the cache; a results "
                          "file is written only when both are included")
+    ap.add_argument("--encodings", default=",".join(ENCODINGS),
+                    help="which encodings' units to run (comma-separated): two processes "
+                         "can each take some, sharing the unit folder; RoPE's scaling, "
+                         "ablation and fine-tuning units run with rope")
     ap.add_argument("--corpus-file", type=Path, default=None,
                     help="read the prepared corpus from this file (written by "
                          "--save-corpus) instead of the installed SymPy")
@@ -1062,10 +1094,15 @@ def main(argv=None) -> int:
         ap.error(f"--tasks must name tasks of {STAGES}, got {args.tasks!r}")
     units = args.units or (args.out / "units" if args.quick
                            else ROOT / "experiments" / "units" / tier)
+    encodings = tuple(e for e in args.encodings.split(",") if e)
+    if not encodings or not set(encodings) <= set(ENCODINGS):
+        ap.error(f"--encodings must name encodings of {ENCODINGS}, got {args.encodings!r}")
     body = run(config, cache=args.cache or args.out / ".cache", device=args.device,
-               progress=not args.no_progress, stages=tasks, units=units, corpus=corpus)
-    if set(tasks) != set(STAGES):
-        print(f"ran {', '.join(tasks) or 'no task'}; no results file without both tasks")
+               progress=not args.no_progress, stages=tasks, units=units, corpus=corpus,
+               encodings=encodings)
+    if set(tasks) != set(STAGES) or set(encodings) != set(ENCODINGS):
+        print(f"ran {', '.join(tasks) or 'no task'} for {', '.join(encodings)}; a results "
+              "file is written only by a run of every encoding and both tasks")
         return 0
     seconds = time.perf_counter() - start
     results = {"schema": SCHEMA, "tier": tier, "quick": args.quick,

@@ -72,10 +72,17 @@ def test_code_hash_covers_the_harness_and_the_script(tmp_path):
     (tmp_path / "experiments/run.py").write_text("x = 2\n")
     h1 = U.code_hash(tmp_path)
     (tmp_path / "posenc/analysis/experiments/a.py").write_text("x = 2\n")
-    assert len({h0, h1, U.code_hash(tmp_path)}) == 3
+    h2 = U.code_hash(tmp_path)
+    assert len({h0, h1, h2}) == 3
     # this repository's hash covers the real files
     names = {p.relative_to(ROOT).as_posix() for p in U.code_files()}
     assert {"experiments/run.py", "posenc/analysis/experiments/stacked.py"} <= names
+    # the presentation modules read stored units and decide no number: editing them
+    # must not make every stored unit stale
+    for name in U.PRESENTATION:
+        assert f"posenc/analysis/experiments/{name}" not in names
+    (tmp_path / "posenc/analysis/experiments/report.py").write_text("x = 3\n")
+    assert U.code_hash(tmp_path) == h2
 
 
 def test_unit_store_keys_on_parameters_and_code_and_survives_a_torn_line(tmp_path):

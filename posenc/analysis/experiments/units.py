@@ -30,10 +30,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 
 
+#: the harness's presentation modules: they read stored units and never decide a number
+PRESENTATION = frozenset({"report.py", "stats.py", "markdown.py"})
+
+
 def code_files(root: Path = ROOT) -> list[Path]:
-    """The files whose text decides every number of the protocol: the harness package and
-    the scripts under ``experiments/``."""
-    files = sorted((root / "posenc" / "analysis" / "experiments").glob("*.py"))
+    """The files whose text decides every number of the protocol: the harness package
+    (less its presentation modules, :data:`PRESENTATION`) and the scripts under
+    ``experiments/``."""
+    files = sorted(p for p in (root / "posenc" / "analysis" / "experiments").glob("*.py")
+                   if p.name not in PRESENTATION)
     files += sorted((root / "experiments").glob("*.py"))
     return files
 

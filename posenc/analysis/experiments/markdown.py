@@ -1,0 +1,105 @@
+"""The results files' Markdown summaries (``experiments/results.md`` and the GPU tier's
+``results.md``).  Presentation only: nothing here decides a number a unit stores, so the
+unit store's code hash leaves this file out (:func:`.units.code_files`) and the summaries can
+change without retraining anything.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import stats
+from .models import ENCODINGS
+
+
+def gpu_markdown(results: dict) -> str:
+    """A summary of a GPU-tier results file: mean (sd) over the seeds done."""
+    units = results["units"]
+    lines = ["# Experiments, GPU tier: results", "",
+             f"Commit `{results['provenance']['commit']}`, code `{results['provenance']['code']}`"
+             f", {results['provenance']['date']}, device "
+             f"{results['provenance']['machine']['gpu'] or results['provenance']['machine']['device']}"
+             f"; {results['steps']} steps per language model; far targets: "
+             f"{results['far_targets']['bytes']} of {results['far_targets']['of']} target bytes.",
+             "", "Loss on the fixed targets (nats/byte), mean (sd) over seeds; far: the "
+             "far-identifier targets.", ""]
+
+    def cell(vals):
+        vals = [v for v in vals if v is not None]
+        if not vals:
+            return "n/a"
+        m = float(np.mean(vals))
+        return f"{m:.3f}" + (f" ({np.std(vals, ddof=1):.3f}, n={len(vals)})" if len(vals) > 1
+                             else " (n=1)")
+
+    lm = [u for u in units if u["key"].startswith("lm-")]
+    lengths = sorted({int(n) for u in lm for n in u["test"]})
+    lines += ["| model | metric | " + " | ".join(map(str, lengths)) + " |",
+              "|---|---|" + "---:|" * len(lengths)]
+    groups = sorted({(u["encoding"], u["train_length"]) for u in lm})
+    for enc, tl in groups:
+        us = [u for u in lm if u["encoding"] == enc and u["train_length"] == tl]
+        for metric in ("target", "far"):
+            row = [cell([(u["test"].get(str(n)) or {}).get(metric) for u in us])
+                   if any(str(n) in u["test"] for u in us) else "" for n in lengths]
+            lines.append(f"| {enc} @ {tl} | {metric} | " + " | ".join(row) + " |")
+    sc = [u for u in units if u["key"].startswith("scale-")]
+    if sc:
+        lines += ["", "RoPE scaling without training (the models trained at "
+                  f"{results['config']['lm']['train_length']}):", "",
+                  "| rule | factor | metric | " + " | ".join(map(str, lengths)) + " |",
+                  "|---|---|---|" + "---:|" * len(lengths)]
+        for kind, mode in sorted({(u["kind"], u["mode"]) for u in sc}):
+            us = [u for u in sc if u["kind"] == kind and u["mode"] == mode]
+            for metric in ("target", "far"):
+                row = [cell([(u["test"].get(str(n)) or {}).get(metric) for u in us])
+                       for n in lengths]
+                lines.append(f"| {kind} | {mode} | {metric} | " + " | ".join(row) + " |")
+    for err in results.get("errors", []):
+        lines += ["", f"Failed: {err['group']}: {err['error'][:300]}"]
+    if results["skipped"]:
+        lines += ["", "Not run (the budget did not fit them): "
+                  + ", ".join(results["skipped"]) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def _by_seed(runs, where, metric):
+    return [metric(x) for x in sorted((x for x in runs if where(x)), key=lambda x: x["seed"])]
+
+
+def write_markdown(results: dict) -> str:
+    p = results["provenance"]
+    c = results["corpus"]
+    lines = [
+        "# Experiments: results",
+        "",
+        f"Commit `{p['commit']}`{' (with uncommitted changes)' if p['dirty'] else ''}, "
+        f"{p['date']}; {p['machine']['cpu']}, {p['machine']['threads']} thread(s), device "
+        f"{p['machine']['device']}; torch {p['versions']['torch']}. Units of work: "
+        f"{results['unit_seconds'] / 60:.0f} min of compute in all (each unit is cached, so "
+        f"a resumed run's wall time is shorter). Corpus: {c['package']} {c['version']}, test "
+        f"{c['test']['files']} files / {c['test']['bytes']} bytes (sha256 "
+        f"{c['test']['sha256'][:12]}...). Seeds {results['config']['seeds']}; mean and 95 % "
+        "t interval over seeds.",
+        "",
+        "## Language modelling: loss on the fixed target bytes (nats/byte)",
+        "",
+    ]
+    lm = results["lm"]
+    lengths = sorted({int(k) for r in lm["runs"] for k in r["test"]})
+    lines += ["| encoding | lr | scale | " + " | ".join(str(n) for n in lengths) + " |",
+              "|---|---|---|" + "---:|" * len(lengths)]
+    for enc in ENCODINGS:
+        cells = []
+        for n in lengths:
+            vals = _by_seed(lm["runs"], lambda x, e=enc: x["encoding"] == e,
+                            lambda x, n=n: x["test"][str(n)])
+            if any(v is None for v in vals):
+                cells.append("n/a")
+                continue
+            s = stats.summary([v["target"] for v in vals])
+            cells.append(f"{s['mean']:.3f} [{s['lo']:.3f}, {s['hi']:.3f}]")
+        ch = lm["chosen"][enc]
+        lines.append(f"| {enc} | {ch['lr']:g} | {ch['embed_scale']:g} | " + " | ".join(cells)
+                     + " |")
+    return "\n".join(lines) + "\n"
