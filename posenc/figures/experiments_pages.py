@@ -18,6 +18,10 @@ from ._tables import BookTable
 
 __all__ = [
     "load_experiment_results",
+    "load_experiment_results_gpu",
+    "experiment_gpu_scaling_figure",
+    "experiment_gpu_table",
+    "experiment_gpu_claims_table",
     "experiment_length_figure",
     "experiment_buckets_figure",
     "experiment_scaling_figure",
@@ -31,6 +35,7 @@ __all__ = [
 
 SCHEMA = R.SCHEMA
 RESULTS_RELPATH = Path("experiments") / "results.json"
+GPU_RESULTS_RELPATH = Path("experiments") / "results-gpu.json"
 
 add_labels({
     "exp_nope": {"en": "NoPE", "zh": "NoPE（不加编码）"},
@@ -45,6 +50,23 @@ add_labels({
     "exp_arm_yarn": {"en": "YaRN", "zh": "YaRN"},
     "exp_arm_llama3": {"en": "Llama 3.1 rule", "zh": "Llama 3.1 规则"},
     "exp_arm_dynamic": {"en": "dynamic NTK", "zh": "动态 NTK"},
+    "exp_arm_ntk_fixed": {"en": "static NTK, one factor", "zh": "静态 NTK，固定因子"},
+    "exp_arm_yarn_fixed": {"en": "YaRN, one factor", "zh": "YaRN，固定因子"},
+    "exp_arm_yarn_matched": {"en": "YaRN, factor n/L", "zh": "YaRN，因子 n/L"},
+    "exp_arm_llama3_matched": {"en": "Llama 3.1 rule, factor n/L",
+                               "zh": "Llama 3.1 规则，因子 n/L"},
+    "exp_mode_fixed": {"en": "one factor", "zh": "固定因子"},
+    "exp_mode_matched": {"en": "factor n/L", "zh": "因子 n/L"},
+    "exp_model": {"en": "model", "zh": "模型"},
+    "exp_trained_at": {"en": "trained at", "zh": "训练长度"},
+    "exp_claim": {"en": "claim", "zh": "结论"},
+    "exp_diff": {"en": "difference (95 % interval)", "zh": "差值（95 % 区间）"},
+    "exp_p": {"en": "p", "zh": "p"},
+    "exp_p_holm": {"en": "p, Holm", "zh": "p（Holm 校正）"},
+    "exp_holds": {"en": "holds", "zh": "成立"},
+    "exp_lower_than": {"en": "{a} below {b} at {n}", "zh": "长度 {n} 时 {a} 低于 {b}"},
+    "exp_far_loss": {"en": "loss on far identifiers (nats/byte)",
+                     "zh": "远处标识符上的损失（奈特/字节）"},
     "exp_ft_pi": {"en": "fine-tuned with PI", "zh": "用 PI 微调"},
     "exp_ft_plain": {"en": "fine-tuned without PI", "zh": "不用 PI 微调"},
     "exp_eval_length": {"en": "evaluation length (bytes)", "zh": "评估长度（字节）"},
@@ -97,6 +119,99 @@ def load_experiment_results(path=None):
 
 def _check(results):
     R.check(results)
+
+
+def load_experiment_results_gpu(path=None):
+    """Read the committed GPU tier's ``experiments/results-gpu.json``.
+
+    Parameters
+    ----------
+    path : str or path-like, optional
+        The file.  By default ``$POSENC_EXPERIMENT_RESULTS_GPU`` if set, else the first
+        ``experiments/results-gpu.json`` found walking up from the current directory, else
+        the one next to the ``posenc`` package (a source checkout).
+
+    Returns
+    -------
+    dict
+
+    Raises
+    ------
+    FileNotFoundError
+        If no results file is found.
+    ValueError
+        If the file is not a GPU-tier results file.
+    """
+    data = read_results(path, relpath=GPU_RESULTS_RELPATH,
+                        env_var="POSENC_EXPERIMENT_RESULTS_GPU", session="experiments")
+    R.check_gpu(data)
+    return data
+
+
+#: the GPU figure's lines: (label key, accessor arguments, colour, line style)
+_GPU_LINES = (
+    ("exp_arm_none", ("lm", "rope"), "C0", "-"),
+    ("exp_alibi", ("lm", "alibi"), "C1", "-"),
+    ("exp_nope", ("lm", "nope"), "C7", "-"),
+    ("exp_arm_ntk_fixed", ("scale", "ntk", "fixed"), "C2", "--"),
+    ("exp_arm_yarn_fixed", ("scale", "yarn", "fixed"), "C9", "--"),
+    ("exp_arm_yarn_matched", ("scale", "yarn", "matched"), "C9", "-"),
+    ("exp_arm_llama3_matched", ("scale", "llama3", "matched"), "C3", "-"),
+    ("exp_arm_dynamic", ("scale", "ntk", "matched"), "C2", "-"),
+)
+
+
+def _gpu_series(results, spec, n, metric="target"):
+    if spec[0] == "lm":
+        return R.gpu_lm_values(results, spec[1], n, metric)
+    return R.gpu_scaling_values(results, spec[1], spec[2], n, metric)
+
+
+def experiment_gpu_scaling_figure(results, *, metric="target"):
+    """The GPU tier: RoPE as trained, ALiBi and NoPE, and RoPE with scaling rules applied
+    without training, with one factor for every length (dashed) and with the factor
+    matched to the length read (solid).  Error bars: 95 % t intervals over seeds."""
+    R.check_gpu(results)
+    fig, ax = new_figure(figsize=(6.4, 4.2))
+    ns = R.gpu_lengths(results)
+    for key, spec, color, ls in _GPU_LINES:
+        _errorbars(ax, ns, [_gpu_series(results, spec, n, metric) for n in ns], color=color,
+                   ls=ls, label=label(key))
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ns, [str(n) for n in ns])
+    ax.minorticks_off()
+    ax.axvline(results["config"]["lm"]["train_length"], color="0.5", lw=0.8, ls=":")
+    ax.set_xlabel(label("exp_eval_length"))
+    ax.set_ylabel(label("exp_target_loss" if metric == "target" else "exp_far_loss"))
+    _legend_below(ax, ncols=2)
+    return fig
+
+
+def experiment_gpu_table(results, *, metric="target"):
+    """The GPU tier's losses, mean ± half-width of the 95 % interval over seeds, one row per
+    model or scaling arm (a card per row on a phone); "–" where there is no value."""
+    R.check_gpu(results)
+    ns = R.gpu_lengths(results)
+    header = [label("exp_model")] + [str(n) for n in ns]
+    rows = []
+    for enc in ("nope", "learned", "sinusoidal", "rope", "alibi", "t5"):
+        rows.append([label(f"exp_{enc}")]
+                    + [_cell(R.summarise(R.gpu_lm_values(results, enc, n, metric)))
+                       for n in ns])
+    refs = sorted({u["train_length"] for u in results["units"] if u["key"].startswith("lm-")
+                   and u["encoding"] == "rope"} - {results["config"]["lm"]["train_length"]})
+    for tl in refs:
+        rows.append([f"{label('exp_rope')} ({label('exp_trained_at')} {tl})"]
+                    + [_cell(R.summarise(R.gpu_lm_values(results, "rope", n, metric,
+                                                          train_length=tl)))
+                       for n in ns])
+    for kind in ("pi", "ntk", "yarn", "llama3"):
+        for mode in ("fixed", "matched"):
+            rows.append([f"{label(f'exp_arm_{kind}')}, {label(f'exp_mode_{mode}')}"]
+                        + [_cell(R.summarise(R.gpu_scaling_values(results, kind, mode, n,
+                                                                  metric)))
+                           for n in ns])
+    return BookTable(header, rows, stack=True)
 
 
 _COLORS = {"nope": "C7", "learned": "C4", "sinusoidal": "C2", "rope": "C0", "alibi": "C1",
@@ -317,3 +432,23 @@ def experiment_tuning_table(results):
     names = {label(f"exp_{enc}"): enc for enc in order}
     rows.sort(key=lambda r: (order[names[r[0]]], float(r[1]), float(r[2])))
     return BookTable(header, rows, stack=True)
+
+
+def _series_label(spec):
+    if spec[0] == "lm":
+        return label("exp_arm_none" if spec[1] == "rope" else f"exp_{spec[1]}")
+    return f"{label(f'exp_arm_{spec[1]}')} ({label(f'exp_mode_{spec[2]}')})"
+
+
+def experiment_gpu_claims_table(results):
+    """The GPU-tier section's family of claims (:func:`report.gpu_claims`): each with its
+    paired difference and interval, its p-value and its Holm-adjusted p-value."""
+    claims = R.gpu_claims(results)
+    header = [label("exp_claim"), label("exp_diff"), label("exp_p"), label("exp_p_holm"),
+              label("exp_holds")]
+    rows = [[label("exp_lower_than").format(a=_series_label(c["a"]), b=_series_label(c["b"]),
+                                            n=c["length"]),
+             f"{c['mean']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]", f"{c['p']:.4f}",
+             f"{c['p_holm']:.4f}", "✓" if c["holds"] else "✗"]
+            for c in claims]
+    return BookTable(header, rows, align="lrrrr", stack=True)

@@ -358,3 +358,118 @@ def test_task_claims(results):
                                    task(results, "passkey", "alibi", n)), (n, other)
     assert mean(task(results, "passkey", "alibi", 8 * trained_pk)) > 0.9
     assert mean(task(results, "passkey", "alibi", max(pk["eval_totals"]))) > 0.5
+
+
+# -- the GPU tier (experiments/results-gpu.json): the section "A larger model" ----------------
+
+GPU_RESULTS = ROOT / "experiments" / "results-gpu.json"
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    return pf.load_experiment_results_gpu(GPU_RESULTS)
+
+
+def test_gpu_file_is_the_tier_the_section_describes(gpu):
+    cfg = gpu["config"]
+    assert gpu["tier"] == "gpu" and gpu["provenance"]["machine"]["gpu"]
+    assert cfg["model"]["d_model"] == 256 and cfg["model"]["n_layers"] == 7
+    L = cfg["lm"]["train_length"]
+    assert R.gpu_lengths(gpu) == [L * f for f in cfg["lm"]["eval_factors"]]
+    # every encoding at the training length with the same seeds (three at least)
+    seeds = None
+    for enc in ENCODINGS:
+        rows = sorted(u["seed"] for u in gpu["units"] if u["key"].startswith("lm-")
+                      and u["encoding"] == enc and u["train_length"] == L)
+        assert len(rows) >= 3 and (seeds is None or rows == seeds), enc
+        seeds = rows
+    # the reference model the prose reads, trained at 4 L on the same seeds
+    assert len(R.gpu_lm_values(gpu, "rope", 4 * L, train_length=4 * L)) == len(seeds)
+    # every rule both ways; a matched factor is n / L and leaves L untouched
+    for u in gpu["units"]:
+        if u["key"].startswith("scale-") and u["mode"] == "matched":
+            assert str(L) not in u["test"]
+            for n, p in u["rope_parameters"].items():
+                if u["kind"] != "ntk":
+                    assert p["factor"] == pytest.approx(int(n) / L)
+        elif u["key"].startswith("scale-"):
+            assert all(p.get("factor", cfg["scaling"]["factor"]) == cfg["scaling"]["factor"]
+                       for p in u["rope_parameters"].values()
+                       if p["rope_type"] not in ("default", "dynamic"))
+
+
+def test_gpu_matched_ntk_is_dynamic_ntk(gpu):
+    """The prose says NTK with a matched factor is transformers' dynamic NTK: the two arms
+    are different code paths and must give the same losses."""
+    L = gpu["config"]["lm"]["train_length"]
+    for n in R.gpu_lengths(gpu):
+        if n > L:
+            np.testing.assert_allclose(R.gpu_scaling_values(gpu, "ntk", "matched", n),
+                                       R.gpu_scaling_values(gpu, "dynamic", "fixed", n),
+                                       atol=1e-4)
+
+
+def test_gpu_claims_as_the_prose_states_them(gpu):
+    claims = {c["name"]: c for c in R.gpu_claims(gpu)}
+    holding = {"llama3_matched_alibi", "alibi_llama3_matched", "alibi_yarn_matched",
+               "pi_matched_fixed", "ntk_matched_fixed", "yarn_matched_fixed",
+               "llama3_matched_fixed", "rope_yarn_fixed", "rope_llama3_fixed"}
+    assert {n for n, c in claims.items() if c["holds"]} == holding
+    # "YaRN with a matched factor is lower too, but not separated from it"
+    c = claims["yarn_matched_alibi"]
+    assert c["mean"] < 0 and c["lo"] < 0 < c["hi"] and c["p_holm"] >= 0.05
+    # Holm never lowers a p-value, and the family is adjusted as one
+    assert all(c["p_holm"] >= c["p"] for c in claims.values())
+    # "from four times the length on, ALiBi is the lowest" of every model and rule
+    L = gpu["config"]["lm"]["train_length"]
+    for n in R.gpu_lengths(gpu):
+        if n < 4 * L:
+            continue
+        alibi = mean(R.gpu_lm_values(gpu, "alibi", n))
+        others = [R.gpu_lm_values(gpu, e, n) for e in ENCODINGS if e != "alibi"]
+        others += [R.gpu_scaling_values(gpu, k, m, n) for k in ("pi", "ntk", "yarn", "llama3")
+                   for m in ("fixed", "matched")]
+        assert all(alibi < mean(v) for v in others if None not in v), n
+    # "every rule does better than with one factor" at twice the length
+    for k in ("pi", "ntk", "yarn", "llama3"):
+        assert mean(R.gpu_scaling_values(gpu, k, "matched", 2 * L)) < \
+            mean(R.gpu_scaling_values(gpu, k, "fixed", 2 * L))
+
+
+def test_gpu_no_model_uses_the_longer_history(gpu):
+    L = gpu["config"]["lm"]["train_length"]
+    ns = R.gpu_lengths(gpu)
+    for metric in ("target", "far"):
+        al = [mean(R.gpu_lm_values(gpu, "alibi", n, metric)) for n in ns]
+        assert max(al) - min(al) < 0.005, metric
+    # the model trained at 4 L is worse at 4 L than the one trained at L is at L, on the
+    # same target bytes and the same seeds (paired)
+    ref = R.gpu_lm_values(gpu, "rope", 4 * L, train_length=4 * L)
+    base = R.gpu_lm_values(gpu, "rope", L)
+    assert stats.paired(ref, base)["lo"] > 0
+
+
+def test_gpu_accessors_reject_bad_input(gpu):
+    with pytest.raises(ValueError, match="results must be an experiments/results-gpu.json"):
+        R.check_gpu({"schema": 2})
+    with pytest.raises(ValueError, match="encoding and train_length must name"):
+        R.gpu_lm_values(gpu, "rope", 512, train_length=333)
+    with pytest.raises(ValueError, match="mode must be 'fixed' or 'matched'"):
+        R.gpu_scaling_values(gpu, "yarn", "dynamic", 1024)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        R.gpu_scaling_values(gpu, "rerope", "fixed", 1024)
+    with pytest.raises(ValueError, match="metric must be"):
+        R.gpu_lm_values(gpu, "rope", 512, "window2")
+
+
+def test_gpu_figure_and_tables_render(gpu):
+    fig = pf.experiment_gpu_scaling_figure(gpu)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert len(labels) == 8 and "YaRN, factor n/L" in labels
+    table = pf.experiment_gpu_table(gpu)
+    md = str(table)
+    # six encodings, one reference, four rules two ways
+    assert md.count("\n") - 1 == 6 + 1 + 8
+    claims = str(pf.experiment_gpu_claims_table(gpu))
+    assert claims.count("✓") == 9 and claims.count("✗") == 1
