@@ -58,13 +58,15 @@ add_labels({
     "exp_mode_fixed": {"en": "one factor", "zh": "固定因子"},
     "exp_mode_matched": {"en": "factor n/L", "zh": "因子 n/L"},
     "exp_model": {"en": "model", "zh": "模型"},
-    "exp_trained_at": {"en": "trained at", "zh": "训练长度"},
     "exp_claim": {"en": "claim", "zh": "结论"},
     "exp_diff": {"en": "difference (95 % interval)", "zh": "差值（95 % 区间）"},
     "exp_p": {"en": "p", "zh": "p"},
     "exp_p_holm": {"en": "p, Holm", "zh": "p（Holm 校正）"},
     "exp_holds": {"en": "holds", "zh": "成立"},
-    "exp_lower_than": {"en": "{a} below {b} at {n}", "zh": "长度 {n} 时 {a} 低于 {b}"},
+    "exp_lower_than": {"en": "{a} below {b} at {n}", "zh": "长度 {n} 时，{a}低于{b}"},
+    "exp_rule_mode": {"en": "{rule}, {mode}", "zh": "{rule}，{mode}"},
+    "exp_rule_paren": {"en": "{rule} ({mode})", "zh": "{rule}（{mode}）"},
+    "exp_trained_at_row": {"en": "{enc} (trained at {n})", "zh": "{enc}（训练长度 {n}）"},
     "exp_far_loss": {"en": "loss on far identifiers (nats/byte)",
                      "zh": "远处标识符上的损失（奈特/字节）"},
     "exp_ft_pi": {"en": "fine-tuned with PI", "zh": "用 PI 微调"},
@@ -201,13 +203,14 @@ def experiment_gpu_table(results, *, metric="target"):
     refs = sorted({u["train_length"] for u in results["units"] if u["key"].startswith("lm-")
                    and u["encoding"] == "rope"} - {results["config"]["lm"]["train_length"]})
     for tl in refs:
-        rows.append([f"{label('exp_rope')} ({label('exp_trained_at')} {tl})"]
+        rows.append([label("exp_trained_at_row").format(enc=label("exp_rope"), n=tl)]
                     + [_cell(R.summarise(R.gpu_lm_values(results, "rope", n, metric,
                                                           train_length=tl)))
                        for n in ns])
     for kind in ("pi", "ntk", "yarn", "llama3"):
         for mode in ("fixed", "matched"):
-            rows.append([f"{label(f'exp_arm_{kind}')}, {label(f'exp_mode_{mode}')}"]
+            rows.append([label("exp_rule_mode").format(rule=label(f"exp_arm_{kind}"),
+                                                       mode=label(f"exp_mode_{mode}"))]
                         + [_cell(R.summarise(R.gpu_scaling_values(results, kind, mode, n,
                                                                   metric)))
                            for n in ns])
@@ -437,7 +440,17 @@ def experiment_tuning_table(results):
 def _series_label(spec):
     if spec[0] == "lm":
         return label("exp_arm_none" if spec[1] == "rope" else f"exp_{spec[1]}")
-    return f"{label(f'exp_arm_{spec[1]}')} ({label(f'exp_mode_{spec[2]}')})"
+    return label("exp_rule_paren").format(rule=label(f"exp_arm_{spec[1]}"),
+                                          mode=label(f"exp_mode_{spec[2]}"))
+
+
+def _spaced(text: str) -> str:
+    """A space between a Chinese character and a Latin letter or digit next to it, as the
+    book's Chinese is typeset (a no-op on English text)."""
+    import re
+
+    text = re.sub(r"([\u4e00-\u9fff])([A-Za-z0-9])", r"\1 \2", text)
+    return re.sub(r"([A-Za-z0-9])([\u4e00-\u9fff])", r"\1 \2", text)
 
 
 def experiment_gpu_claims_table(results):
@@ -446,8 +459,8 @@ def experiment_gpu_claims_table(results):
     claims = R.gpu_claims(results)
     header = [label("exp_claim"), label("exp_diff"), label("exp_p"), label("exp_p_holm"),
               label("exp_holds")]
-    rows = [[label("exp_lower_than").format(a=_series_label(c["a"]), b=_series_label(c["b"]),
-                                            n=c["length"]),
+    rows = [[_spaced(label("exp_lower_than").format(a=_series_label(c["a"]),
+                                                    b=_series_label(c["b"]), n=c["length"])),
              f"{c['mean']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]", f"{c['p']:.4f}",
              f"{c['p_holm']:.4f}", "✓" if c["holds"] else "✗"]
             for c in claims]
