@@ -458,11 +458,17 @@ def _fit_words(fig, min_pt):
             continue
         box = legend.get_window_extent(renderer)
         beside = box.x0 >= ax.bbox.x1 - 1 or box.x1 <= ax.bbox.x0 + 1
+        # a legend anchored under (or over) the axes: re-made in one column it would lose
+        # its anchor and cover the data, so it goes under the figure instead
+        outside = beside or box.y1 <= ax.bbox.y0 + 1 or box.y0 >= ax.bbox.y1 - 1
         if not beside and box.width <= room * 0.75:
             continue
         handles, words = legend.legend_handles, [t.get_text() for t in legend.texts]
+        drawn, named = ax.get_legend_handles_labels()
+        if named == words:  # the artists themselves: a re-made legend keeps their styles
+            handles = drawn
         size = max(legend.prop.get_size_in_points(), min_pt)
-        if legend._ncols > 1 and not beside:
+        if legend._ncols > 1 and not outside:
             legend = ax.legend(handles, words, loc=legend._loc, ncols=1, fontsize=size,
                                frameon=legend.get_frame_on())
             fig.draw_without_rendering()
