@@ -363,3 +363,23 @@ def test_reach_figure_draws_identical_curves_once():
     names = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert names == ["PI = YaRN", "NTK"]
     assert len(fig.axes[0].lines) == 3  # two curves and the training-length line
+
+
+@pytest.mark.parametrize("make", ["gpu_scaling", "length", "buckets"])
+def test_a_legend_under_the_axes_stays_out_of_them_on_a_phone(make):
+    """A legend placed under the axes (the experiments figures) must not land on the data
+    when the phone variant re-lays it out."""
+    if make == "gpu_scaling":
+        fig = pf.experiment_gpu_scaling_figure(pf.load_experiment_results_gpu())
+    else:
+        fig = getattr(pf, f"experiment_{make}_figure")(pf.load_experiment_results())
+    for kind, var in pf.figure_variants(fig).items():
+        var.draw_without_rendering()
+        renderer = var._get_renderer()
+        ax = var.axes[0]
+        legends = list(var.legends) + ([ax.get_legend()] if ax.get_legend() else [])
+        assert legends, kind
+        for legend in legends:
+            box = legend.get_window_extent(renderer)
+            assert box.y1 <= ax.bbox.y0 + 1 or box.y0 >= ax.bbox.y1 - 1, \
+                (kind, box, ax.bbox)
