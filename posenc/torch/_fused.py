@@ -31,6 +31,9 @@ import os
 import numpy as np
 import torch
 
+from ._eager import _rotate_functional
+from ._tables import _compute_dtype
+
 __all__ = ["available", "freq_buffer", "rope_one", "rope_one_inplace", "rope_qk", "rope_qk_inplace",
            "runs_here"]
 
@@ -78,35 +81,26 @@ def runs_here(t: torch.Tensor) -> bool:
 
 
 def _reference(x, positions, start, freqs, half, rot_off, inverse):
-    """The operators' formula with tensor operations (float64 angles, float32 arithmetic
-    for float16/bfloat16/float32, one rounding), for devices the kernel cannot run on."""
+    """The operators' formula with tensor operations, for devices the kernel cannot run on:
+    cos and sin per (position, pair) from float64 angles times the attention factor, then
+    the rotation of :func:`posenc.torch._eager._rotate_functional` (float32 arithmetic for
+    float16/bfloat16/float32, one rounding)."""
     h = freqs.shape[0] - 1
     seq = x.shape[-2]
     if positions is None:
         p = torch.arange(start, start + seq, dtype=torch.float64, device=x.device)
     else:
         p = positions.to(device=x.device, dtype=torch.float64)
-    inv = freqs[:h].to(x.device)
-    angles = p[..., None] * inv
+    angles = p[..., None] * freqs[:h].to(x.device)
     scale = freqs[h].to(x.device)
-    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    compute = _compute_dtype(x.dtype)
     cos = (angles.cos() * scale).to(compute)
     sin = (angles.sin() * scale).to(compute)
     if inverse:
         sin = -sin
     if positions is not None and positions.ndim == 2 and x.ndim >= 3:
         cos, sin = cos.unsqueeze(-3), sin.unsqueeze(-3)  # (B, 1, T, h) against (B, H, T, h)
-    r = 2 * h
-    xr = x[..., rot_off:rot_off + r].to(compute)
-    if half:
-        x1, x2 = xr[..., :h], xr[..., h:]
-        rot = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
-    else:
-        x1, x2 = xr.unflatten(-1, (h, 2)).unbind(-1)
-        rot = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
-    rot = rot.to(x.dtype)
-    parts = [x[..., :rot_off], rot, x[..., rot_off + r:]]
-    return torch.cat([t for t in parts if t.shape[-1]], dim=-1)
+    return _rotate_functional(x, cos, sin, 2 * h, "half" if half else "interleaved", rot_off)
 
 
 def _launch(q, oq, k, ok, positions, start, freqs, half, rot_off, inverse):

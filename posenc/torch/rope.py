@@ -70,17 +70,11 @@ from .._validation import (
     check_positions,
     check_positions_tensor,
 )
-from ..rope import (
-    _compute_dtype,
-    _functional_mode,
-    _positions_float64,
-    _rotate_eager,
-    _rotate_functional,
-    _tensor_tables,
-    apply_rope,
-)
+from ..rope import apply_rope
 from ..sinusoidal import inverse_frequencies
 from . import _fused
+from ._eager import _functional_mode, _rotate_eager, _rotate_functional
+from ._tables import _compute_dtype, _positions_float64, _tensor_tables
 
 __all__ = ["RotaryEmbedding", "compiled_apply_rope"]
 
