@@ -425,8 +425,11 @@ def apply_rope(x: ArrayT, positions: Positions | None = None, *, base: float = 1
     * **GPU**: CUDA tensors of float16, bfloat16 or float32 are rotated by posenc's fused
       Triton kernel when Triton is installed (cos and sin formed in the kernel from
       float64 angles, no table, no host synchronisation), eagerly and inside compiled
-      or exported graphs, where it is the opaque custom operator ``posenc::rope``
-      (``posenc::rope_`` for :func:`apply_rope_`) with its backward registered;
+      or exported graphs, where it is the operator ``posenc::rope`` (``posenc::rope_``
+      for :func:`apply_rope_`), registered with ``torch.library.triton_op`` and its
+      backward: ``torch.export`` keeps the operator, and ``torch.compile`` hands
+      Inductor the Triton kernel itself, which Inductor launches from its generated
+      code;
     * **torch.func**: under ``vmap``, ``jvp``, ``grad`` and forward-mode AD the same
       functional formula is used, so ``jvp`` gives the rotation of the tangent (RoPE is
       linear in ``x``) and ``vmap`` equals a loop, also over positions;

@@ -77,9 +77,8 @@ def _apply_rope_torch_into(x, pos, base, layout, rotary_dim, out, name):
     functional = _functional_mode(x) or _functional_mode(out)
     inplace = _check_out_tensor(x, out, name, eager=not functional)
     if inplace and not (torch.is_grad_enabled() and x.requires_grad):
-        fused = _fused_call(x, pos, base, layout, rotary_dim, True)
-        if fused is not None:
-            return fused
+        if _fused_call(x, pos, base, layout, rotary_dim, True) is not None:
+            return out  # x rotated in place: the elements of out
     if functional:  # traced, transformed, meta: compute, then one copy into out
         r, cos, sin = _functional_tables(x, pos, base, rotary_dim)
         return out.copy_(_rotate_functional(x, cos, sin, r, layout))
