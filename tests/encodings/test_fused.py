@@ -374,6 +374,28 @@ assert len(hop) == 1, names
 kernel = kernel_side_table.get_kernel(hop[0].kwargs["kernel_idx"])
 assert getattr(kernel, "fn", kernel) is _triton._rope_kernel, kernel  # (Autotuner).fn
 assert not [n for n in names if "posenc" in n or "cos" in n or "sin" in n], names
+
+# a symbolic sequence length (torch.compile with dynamic shapes): still the kernel, with
+# the length and the grid as graph values rather than constants
+from torch._dynamo.source import ConstantSource
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+mode = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True)
+env = mode.shape_env
+t = env.create_symintnode(env.create_symbol(8, ConstantSource("t")), hint=8)
+with mode:
+    q = torch.empty(2, 4, t, 64, device="cuda")
+    k = torch.empty(2, 1, t, 64, device="cuda")
+    pos = torch.empty(t, dtype=torch.long, device="cuda")
+    freqs = torch.empty(33, dtype=torch.float64, device="cuda")
+    try:
+        aot_function(f, fw_compiler=capture, dynamic=True)(q, k, pos, freqs)
+    except RuntimeError as e:
+        assert "cuda" in str(e).lower(), e
+hop = [n for n in graphs[-1].graph.nodes if "triton_kernel_wrapper_functional" in str(n.target)]
+assert len(hop) == 1 and len(graphs) == 2
+assert isinstance(hop[0].kwargs["kwargs"]["T"], torch.fx.Node), hop[0].kwargs
+assert isinstance(hop[0].kwargs["grid"][0][0], torch.fx.Node), hop[0].kwargs["grid"]
 print("KERNEL-IN-GRAPH", len(nodes))
 """
 
@@ -383,7 +405,8 @@ def test_compiled_graph_holds_the_triton_kernel_itself(tmp_path):
     (fake) CUDA tensors holds one triton_kernel_wrapper_functional node running posenc's
     kernel, and no posenc operator, cos or sin: Inductor launches the kernel from its
     generated code.  Traced without a GPU (FakeTensorMode) in a fresh process, since the
-    kernel must be a compiled-Triton JITFunction, not the interpreter's function."""
+    kernel must be a compiled-Triton JITFunction, not the interpreter's function.  With a
+    symbolic sequence length too (torch.compile's dynamic shapes)."""
     import subprocess
     import sys
 
