@@ -76,7 +76,7 @@ def _rotate_half_torch(x, cos, sin, r, tables=None):
     kernel launches.  Otherwise, without autograd the kernels write into one preallocated
     output (no ``cat`` and no ``rotate_half`` temporaries).  On the CPU they are those of the ``out=`` path
     (:func:`_rotate_into`), block by block while the block is in cache: given the cached
-    ``tables`` (:class:`_HalfTables`), two kernels over the whole width after swapping
+    ``tables`` (:class:`posenc.torch._tables._HalfTables`), two kernels over the whole width after swapping
     the halves into a scratch; given a bare ``(cos, sin)``, two per half.  Elsewhere
     ``out = x * cos`` over both halves at once, then the two ``addcmul_`` in place.
     """
@@ -157,7 +157,14 @@ def _rotate_lowp_blocked(x, tables, r, layout):
 
 
 def _rotate_eager(x, tables, r, layout):
-    """:func:`_rotate_tensor` without the mode check: the fast eager kernels."""
+    """Rotate the first ``r`` features of ``x`` with ready tables, keeping its dtype: the
+    fast eager kernels (the caller has ruled out :func:`_functional_mode`).
+
+    ``tables`` are in ``_compute_dtype(x.dtype)`` on ``x.device``: the complex
+    ``e^{i m theta}`` of shape ``(seq, r/2)`` for the interleaved layout, ``(cos, sin)``
+    for the half layout.  float16/bfloat16 are rotated in float32 and rounded once (on
+    the CPU block by block, see :func:`_rotate_lowp_blocked`).
+    """
     dtype = x.dtype
     compute = _compute_dtype(dtype)
     differentiable = torch.is_grad_enabled() and x.requires_grad
@@ -315,7 +322,7 @@ def _rotate_into(x, out, tables, r, layout, inplace, block=None):
 
     * float32/float64, interleaved: one complex multiply ``torch.mul(x, cis, out=out)``;
     * float32/float64, half, on the CPU: blocks of about ``_INTO_BLOCK`` elements, each
-      rotated while it is in cache.  With the cached tables (:class:`_HalfTables`): the
+      rotated while it is in cache.  With the cached tables (:class:`~posenc.torch._tables._HalfTables`): the
       halves swapped into a per-thread scratch, then ``out = x * [cos, cos]`` and
       ``out += [x2, x1] * [-sin, sin]`` over the whole width.  With a bare ``(cos, sin)``
       pair (the :class:`posenc.torch.RotaryEmbedding` tables): a product with ``cos``,

@@ -61,7 +61,7 @@ class _HalfTables(tuple):
 
     ``wide`` is ``([cos, cos], [-sin, sin])``, each ``(seq, r)``: with them a block is
     rotated as ``x * [cos, cos] + [x2, x1] * [-sin, sin]``, two kernels over the whole
-    width instead of four over half of it (see :func:`_rotate_into`).  Unpacks as the
+    width instead of four over half of it (see :func:`posenc.torch._eager._rotate_into`).  Unpacks as the
     pair ``(cos, sin)`` wherever a pair is expected.
     """
 
