@@ -28,6 +28,11 @@ that storage; on a contiguous (batch, heads, tokens, dim) tensor it copies first
   position: the same candidates (Liger and transformers given their cos/sin already
   gathered, as their callers hold them).
 
+The rows "in torch.compile" compile with Inductor (``fullgraph=True``): posenc's operators
+are registered with ``torch.library.triton_op``, so Inductor receives posenc's Triton kernel itself and
+launches it from its generated code (``machine.posenc_compiled_op`` in the results says
+"triton_op"; "custom_op" where Triton is missing and the operator stays an opaque call).
+
 Each case runs in bfloat16 and float32.  Accuracy: the largest relative error
 ``|out - ref| / |ref|`` (norms over the whole tensor) against a float64 reference on the
 GPU, for posenc and the peers.  The whole run is bounded by ``--budget`` seconds (default
@@ -343,6 +348,18 @@ def _versions(device):
         out["posenc"] = posenc.__version__
     except Exception:
         out["posenc"] = None
+    # how the compiled-posenc rows reach the kernel: "triton_op" (Inductor launches
+    # posenc's Triton kernel from its own generated code) or "custom_op" (an opaque
+    # call back into posenc's Python wrapper, where Triton is missing)
+    try:
+        from torch._library.triton import triton_ops_to_kernels
+
+        import posenc.torch  # noqa: F401  (registers the operators)
+
+        out["posenc_compiled_op"] = ("triton_op" if "posenc::rope_qk" in triton_ops_to_kernels
+                                     else "custom_op")
+    except Exception:
+        out["posenc_compiled_op"] = None
     if device == "cuda":
         out["cuda"] = torch.version.cuda
         out["device_name"] = torch.cuda.get_device_name()

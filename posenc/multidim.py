@@ -41,17 +41,7 @@ from ._validation import (
     check_positions,
     check_positions_tensor,
 )
-from .rope import (
-    ArrayT,
-    _compute_dtype,
-    _functional_mode,
-    _inv_freq_tensor,
-    _is_tensor,
-    _rotate_eager,
-    _rotate_functional,
-    _rotate_half_torch,
-    rotate_pairs,
-)
+from .rope import ArrayT, _is_tensor, rotate_pairs
 from .sinusoidal import inverse_frequencies
 
 if TYPE_CHECKING:
@@ -400,6 +390,9 @@ def _apply_rope_2d_torch(x, rows, cols, seq, d, base, layout):
     the whole computation; the eager fast kernels when no transform is active."""
     import torch
 
+    from .torch._eager import _functional_mode, _rotate_eager, _rotate_functional
+    from .torch._tables import _compute_dtype, _inv_freq_tensor
+
     r = _positions_tensor(rows, seq, "rows", x.device)
     c = _positions_tensor(cols, seq, "cols", x.device)
     omega = _inv_freq_tensor(d // 2, base).to(x.device)  # base ** (-i / (d / 4))
@@ -485,6 +478,8 @@ def _apply_rope_mixed_torch(xt, rows, cols, frequencies, seq):
     """The tensor path of :func:`apply_rope_mixed` (angles in float64, gradients reach
     ``frequencies``)."""
     import torch
+
+    from .torch._tables import _compute_dtype
 
     f = frequencies if isinstance(frequencies, torch.Tensor) else torch.as_tensor(
         np.asarray(frequencies, dtype=np.float64))
@@ -907,6 +902,9 @@ def apply_mrope(x: torch.Tensor, position_ids: Positions, *, mrope_section: Sequ
     True
     """
     import torch
+
+    from .torch._eager import _functional_mode, _rotate_functional, _rotate_half_torch
+    from .torch._tables import _compute_dtype, _inv_freq_tensor
 
     b = check_base(base)
     if not isinstance(x, torch.Tensor):

@@ -44,8 +44,6 @@ itself (float32 has a spacing of 0.0625 near 10^6); see :mod:`posenc.analysis.pr
 from __future__ import annotations
 
 import sys
-import threading
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -56,9 +54,7 @@ from ._validation import (
     check_base,
     check_d_model,
     check_layout,
-    _check_positions_shape,
     check_positions,
-    check_positions_tensor,
     check_real,
     check_rotary_dim,
 )
@@ -308,18 +304,10 @@ def _check_x_shape(shape):
 
 
 # --------------------------------------------------------------------------------------
-# torch path: cached tables, one or three kernels; a functional formula where those
-# cannot run (torch.compile/export, torch.func transforms, forward-mode AD, meta tensors)
+# Tensors: the torch paths live in posenc.torch (posenc.torch._apply routes a call to the
+# fused kernel, the functional formula or the eager kernels on cached tables); this module
+# hands a tensor over after the checks it shares with NumPy.
 # --------------------------------------------------------------------------------------
-
-#: At most this many cached tables ...
-_CACHE_SIZE = 64
-#: ... holding at most this many bytes together (tables and keys).  A table larger than
-#: this is used for its call and not kept.
-_CACHE_BYTES = 64 << 20
-_cache: OrderedDict = OrderedDict()  # key -> (tables, nbytes)
-_cache_nbytes = 0
-_cache_lock = threading.Lock()
 
 
 def clear_rope_cache() -> None:
@@ -336,10 +324,9 @@ def clear_rope_cache() -> None:
     --------
     >>> clear_rope_cache()
     """
-    global _cache_nbytes
-    with _cache_lock:
-        _cache.clear()
-        _cache_nbytes = 0
+    tables = sys.modules.get("posenc.torch._tables")
+    if tables is not None:  # nothing is cached before the first tensor call
+        tables.clear()
 
 
 def _is_tensor(x):
@@ -347,624 +334,18 @@ def _is_tensor(x):
     return torch is not None and isinstance(x, torch.Tensor)
 
 
-def _functional_mode(x):
-    """Whether ``x`` must take the functional formula instead of the cached, ``out=`` path.
+_TORCH_ROUTE = None
 
-    True while ``torch.compile`` or ``torch.export`` traces (no Python cache, no lock, no
-    data-dependent branch in a graph), under a ``torch.func`` transform (``vmap``,
-    ``jvp``, ``grad``: no batching rule or forward derivative for ``out=`` kernels and
-    in-place updates of fresh buffers), under forward-mode AD (dual tensors), under a
-    ``TorchDispatchMode`` (fake tensors must not enter the cache), and for meta tensors
-    (no values).  In plain eager code it costs a few attribute reads.
-    """
-    import torch
 
-    if torch.compiler.is_compiling():
-        return True
-    return (
-        x.is_meta
-        or torch._C._are_functorch_transforms_active()
-        or torch.autograd.forward_ad._current_level >= 0
-        or torch._C._len_torch_dispatch_stack() > 0
-    )
+def _torch_route():
+    """:func:`posenc.torch._apply.apply_rope_tensor`, imported on the first tensor call
+    (``import posenc`` does not import torch)."""
+    global _TORCH_ROUTE
+    if _TORCH_ROUTE is None:
+        from .torch._apply import apply_rope_tensor
 
-
-def _positions_key(pos, seq):
-    """A hashable key for the positions, and the positions as an int64 array (or None)."""
-    if pos is None:
-        return ("range", 0, seq), None
-    arr = check_positions(pos, seq)
-    if seq and np.array_equal(arr, arr[0] + np.arange(seq, dtype=np.int64)):
-        return ("range", int(arr[0]), seq), arr  # a contiguous run, e.g. a KV-cache offset
-    return ("array", arr.tobytes()), arr
-
-
-class _HalfTables(tuple):
-    """The half layout's ``(cos, sin)``, each ``(seq, r/2)``, as views of full-width tables.
-
-    ``wide`` is ``([cos, cos], [-sin, sin])``, each ``(seq, r)``: with them a block is
-    rotated as ``x * [cos, cos] + [x2, x1] * [-sin, sin]``, two kernels over the whole
-    width instead of four over half of it (see :func:`_rotate_into`).  Unpacks as the
-    pair ``(cos, sin)`` wherever a pair is expected.
-    """
-
-    def __new__(cls, cos_wide, sin_wide):
-        h = cos_wide.shape[-1] // 2
-        self = super().__new__(cls, (cos_wide[..., :h], sin_wide[..., h:]))
-        self.wide = (cos_wide, sin_wide)
-        return self
-
-
-def _tables_nbytes(key, value):
-    if isinstance(value, _HalfTables):
-        value = value.wide  # the storage the two views share
-    tensors = value if isinstance(value, tuple) else (value,)
-    key_bytes = len(key[0][1]) if key[0][0] == "array" else 0
-    return sum(t.numel() * t.element_size() for t in tensors) + key_bytes + 256
-
-
-def _torch_tables(pos_key, pos, seq, r, base, compute_dtype, device, layout):
-    """Cached tables: complex ``(seq, r/2)`` for interleaved, ``(cos, sin)`` for half.
-
-    The tables are built outside inference mode (so that a table first built during an
-    evaluation pass can be saved for backward by a later training step) and cached under
-    one lock; the cache never holds more than ``_CACHE_BYTES``.
-    """
-    global _cache_nbytes
-    import torch
-
-    key = (pos_key, r, base, compute_dtype, str(device), layout)
-    with _cache_lock:
-        hit = _cache.get(key)
-        if hit is not None:
-            _cache.move_to_end(key)
-            return hit[0]
-    if pos is None:
-        pos = np.arange(seq, dtype=np.int64)
-    angles = pos.astype(np.float64)[:, None] * inverse_frequencies(r, base)[None, :]  # float64
-    with torch.inference_mode(False):  # normal tensors, even inside torch.inference_mode()
-        if layout == "interleaved":
-            # e^{i m theta} in complex128, cast once to the compute precision.
-            cdtype = torch.complex64 if compute_dtype == torch.float32 else torch.complex128
-            cis = torch.from_numpy(np.cos(angles) + 1j * np.sin(angles))
-            value = cis.to(device=device, dtype=cdtype)
-        else:
-            cos, sin = np.cos(angles), np.sin(angles)
-            value = _HalfTables(*(
-                torch.from_numpy(t).to(device=device, dtype=compute_dtype)
-                for t in (np.concatenate((cos, cos), axis=1),
-                          np.concatenate((-sin, sin), axis=1))))
-    nbytes = _tables_nbytes(key, value)
-    if nbytes > _CACHE_BYTES:
-        return value  # too large to keep: used for this call only
-    with _cache_lock:
-        old = _cache.pop(key, None)  # another thread may have built it meanwhile
-        if old is not None:
-            _cache_nbytes -= old[1]
-        _cache[key] = (value, nbytes)
-        _cache_nbytes += nbytes
-        while len(_cache) > _CACHE_SIZE or _cache_nbytes > _CACHE_BYTES:
-            _cache_nbytes -= _cache.popitem(last=False)[1][1]
-    return value
-
-
-def _as_complex_pairs(t, r):
-    """View ``t[..., :r]`` as ``(..., r/2)`` complex numbers (interleaved pairs), no copy."""
-    import torch
-
-    return torch.view_as_complex(t[..., :r].unflatten(-1, (r // 2, 2)))
-
-
-def _rotate_interleaved_torch(x, cis, r):
-    """Interleaved layout: one complex multiply, ``(x1 + i x2) * e^{i m theta}``."""
-    import torch
-
-    d = x.shape[-1]
-    try:
-        xc = _as_complex_pairs(x, r)
-    except RuntimeError:
-        # Strides or a storage offset that a complex view cannot express (an odd offset,
-        # e.g. a slice of a flat buffer, survives .contiguous()): rotate a fresh copy.
-        x = x.clone(memory_format=torch.contiguous_format)
-        xc = _as_complex_pairs(x, r)
-    if r == d:
-        return torch.view_as_real(xc * cis).flatten(-2)
-    if torch.is_grad_enabled() and (x.requires_grad or cis.requires_grad):
-        return torch.cat((torch.view_as_real(xc * cis).flatten(-2), x[..., r:]), dim=-1)
-    out = torch.empty_like(x)
-    torch.mul(xc, cis, out=_as_complex_pairs(out, r))
-    out[..., r:] = x[..., r:]
-    return out
-
-
-def _rotate_half_torch(x, cos, sin, r, tables=None):
-    """Half layout: ``x1' = x1 cos - x2 sin``, ``x2' = x2 cos + x1 sin`` with ``x1 = x[..., :h]``.
-
-    Below ``_SMALL`` elements (a decoding step), two ``addcmul`` and a ``cat``: the fewest
-    kernel launches.  Otherwise, without autograd the kernels write into one preallocated
-    output (no ``cat`` and no ``rotate_half`` temporaries).  On the CPU they are those of the ``out=`` path
-    (:func:`_rotate_into`), block by block while the block is in cache: given the cached
-    ``tables`` (:class:`_HalfTables`), two kernels over the whole width after swapping
-    the halves into a scratch; given a bare ``(cos, sin)``, two per half.  Elsewhere
-    ``out = x * cos`` over both halves at once, then the two ``addcmul_`` in place.
-    """
-    import torch
-
-    d = x.shape[-1]
-    h = r // 2
-    if torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad):
-        x1, x2 = x[..., :h], x[..., h:r]
-        parts = [x1 * cos - x2 * sin, x2 * cos + x1 * sin]
-        if r < d:
-            parts.append(x[..., r:])
-        return torch.cat(parts, dim=-1)
-    if x.numel() < _SMALL:  # a decoding step: the fewest kernels, the least Python
-        x1, x2 = x[..., :h], x[..., h:r]
-        parts = (torch.addcmul(x1 * cos, x2, sin, value=-1), torch.addcmul(x2 * cos, x1, sin))
-        return torch.cat(parts if r == d else (*parts, x[..., r:]), dim=-1)
-    seq = x.shape[-2]
-    out = torch.empty_like(x)
-    if (x.device.type == "cpu" and cos.shape == (seq, h) and sin.shape == (seq, h)
-            and _rows(x, seq, d) is not None and _rows(out, seq, d) is not None):
-        # the blocked kernels of the out= path: the same products and sums
-        _rotate_into(x, out, (cos, sin) if tables is None else tables, r, "half", False)
-        return out
-    xv = x[..., :r].unflatten(-1, (2, h))  # (..., seq, 2, h): [x1; x2]
-    ov = out[..., :r].unflatten(-1, (2, h))
-    torch.mul(xv, cos.unsqueeze(-2), out=ov)  # [x1 cos; x2 cos]
-    ov[..., 0, :].addcmul_(xv[..., 1, :], sin, value=-1)  # x1 cos - x2 sin
-    ov[..., 1, :].addcmul_(xv[..., 0, :], sin)  # x2 cos + x1 sin
-    if r < d:
-        out[..., r:] = x[..., r:]
-    return out
-
-
-#: Below this many elements (a decoding step's few heads) the CPU's blocked kernels are not
-#: worth their Python: three kernels over the whole tensor are quicker.
-_SMALL = 1 << 15
-
-#: Elements per block of the blocked float16/bfloat16 path (2 MiB of float32 scratch: on
-#: the 2-core AMD EPYC the benchmarks ran on, 2**19 was fastest of 2**15 .. 2**20; smaller
-#: blocks pay PyTorch's per-operation overhead more often).
-_LOWP_BLOCK = 1 << 19
-
-
-def _lowp_blocks(n_rows, seq, d, block=None):
-    """Blocks ``(rows, positions)`` of about ``_LOWP_BLOCK`` elements covering ``(n_rows, seq)``.
-
-    (``block`` elements instead, if given.)
-
-    Whole ``(seq, d)`` slices are grouped while they fit; a longer slice is cut along the
-    sequence.  The loop that walks them is cache blocking: its trip count is the tensor's
-    size over the block size (one trip for a decoding step), not the number of positions.
-    """
-    block = _LOWP_BLOCK if block is None else block
-    per_row = seq * d
-    if per_row <= block:
-        step = max(1, block // per_row)
-        return [(slice(b, b + step), slice(0, seq)) for b in range(0, n_rows, step)]
-    step = max(1, block // d)
-    return [(slice(b, b + 1), slice(s, s + step))
-            for b in range(n_rows) for s in range(0, seq, step)]
-
-
-def _rotate_lowp_blocked(x, tables, r, layout):
-    """float16/bfloat16 on the CPU: one rounding at the end, no tensor-sized float32 copies.
-
-    Upcasting the whole tensor would allocate two float32 tensors of twice its size; on a
-    CPU every fresh page of them costs a page fault, which made this path five times
-    slower than rounding after every operation in the input's own dtype.  Instead each
-    block of about ``_LOWP_BLOCK`` elements is converted into a per-thread float32
-    scratch allocated once (no page faults after the first call), rotated there, and
-    written to a fresh output with a single rounding: the ``out=`` kernels of
-    :func:`_rotate_into`.
-    """
-    import torch
-
-    seq, d = x.shape[-2], x.shape[-1]
-    rows = x.reshape(-1, seq, d)  # a view, or one copy for strides no view expresses
-    out = torch.empty(rows.shape, dtype=x.dtype, device=x.device)
-    _rotate_into(rows, out, tables, r, layout, False, block=_LOWP_BLOCK)
-    return out.view(x.shape)
-
-
-def _tensor_tables(x, pos, base, rotary_dim, table_layout):
-    """Check a tensor ``x`` and its positions; return ``r`` and the cached tables.
-
-    ``table_layout`` picks the table kind (see :func:`_torch_tables`): ``"interleaved"``
-    gives the complex ``e^{i m theta}``, ``"half"`` the pair ``(cos, sin)``.
-    """
-    if not x.is_floating_point():
-        raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
-    _check_x_shape(tuple(x.shape))
-    r = check_rotary_dim(rotary_dim, x.shape[-1])
-    seq = x.shape[-2]
-    pos_key, pos_arr = _positions_key(pos, seq)
-    tables = _torch_tables(pos_key, pos_arr, seq, r, base, _compute_dtype(x.dtype), x.device,
-                           table_layout)
-    return r, tables
-
-
-def _fused_call(x, pos, base, layout, rotary_dim, inplace):
-    """The fused Triton kernel for CUDA tensors (:mod:`posenc.torch._fused`), or None
-    where it does not apply (CPU, float64, Triton missing, torch.func transforms)."""
-    if x.device.type != "cuda":
-        return None
-    from .torch import _fused
-
-    if not _fused.fused_eligible(x):
-        return None
-    _check_x_shape(tuple(x.shape))
-    if pos is not None:
-        shape = tuple(pos.shape) if _is_tensor(pos) else np.shape(pos)
-        _check_positions_shape(shape, x.shape[-2], "positions")
-    r = check_rotary_dim(rotary_dim, x.shape[-1])
-    return _fused.apply_rope_fused(x, pos, base, layout, r, inplace)
-
-
-def _apply_rope_torch(x, pos, base, layout, rotary_dim):
-    fused = _fused_call(x, pos, base, layout, rotary_dim, False)
-    if fused is not None:
-        return fused
-    if _functional_mode(x):
-        r, cos, sin = _functional_tables(x, pos, base, rotary_dim)
-        return _rotate_functional(x, cos, sin, r, layout)
-    r, tables = _tensor_tables(x, pos, base, rotary_dim, layout)
-    return _rotate_eager(x, tables, r, layout)
-
-
-def _compute_dtype(dtype):
-    """float32 and float64 are computed in their own precision, float16/bfloat16 in float32."""
-    import torch
-
-    return dtype if dtype in (torch.float32, torch.float64) else torch.float32
-
-
-def _rotate_tensor(x, tables, r, layout):
-    """Rotate the first ``r`` features of ``x`` with ready tables, keeping its dtype.
-
-    ``tables`` are in ``_compute_dtype(x.dtype)`` on ``x.device``: the complex
-    ``e^{i m theta}`` of shape ``(seq, r/2)`` for the interleaved layout, ``(cos, sin)``
-    for the half layout.  float16/bfloat16 are rotated in float32 and rounded once (on
-    the CPU block by block, see :func:`_rotate_lowp_blocked`).  Under tracing, ``torch.func``
-    transforms and forward-mode AD the functional formula is used (see
-    :func:`_functional_mode`).
-    """
-    if _functional_mode(x):
-        if layout == "interleaved":
-            return _rotate_functional(x, tables.real, tables.imag, r, layout)
-        return _rotate_functional(x, tables[0], tables[1], r, layout)
-    return _rotate_eager(x, tables, r, layout)
-
-
-def _rotate_eager(x, tables, r, layout):
-    """:func:`_rotate_tensor` without the mode check: the fast eager kernels."""
-    import torch
-
-    dtype = x.dtype
-    compute = _compute_dtype(dtype)
-    differentiable = torch.is_grad_enabled() and x.requires_grad
-    if dtype != compute and x.device.type == "cpu" and not differentiable and x.numel():
-        return _rotate_lowp_blocked(x, tables, r, layout)
-    xc = x if dtype == compute else x.to(compute)
-    if layout == "interleaved":
-        out = _rotate_interleaved_torch(xc, tables, r)
-    else:
-        out = _rotate_half_torch(xc, *tables, r, tables)
-    return out if dtype == compute else out.to(dtype)
-
-
-def _inv_freq_tensor(r, base):
-    """``inverse_frequencies(r, base)`` as a float64 CPU tensor.
-
-    Eagerly (``torch.func``, forward AD, meta) and under ``torch.export`` these are the
-    NumPy frequencies of the cached path, bit for bit; inside ``torch.compile`` Dynamo
-    traces the NumPy code into tensor operations, which may differ in the last float64
-    bit (an angle error of about ``m * 1e-16``, invisible below float64 at any practical
-    position).  :class:`posenc.torch.RotaryEmbedding` passes its own copy instead.
-    """
-    import torch
-
-    return torch.from_numpy(inverse_frequencies(r, base))
-
-
-def _positions_float64(pos, seq, device):
-    """Positions as a float64 tensor ``(seq,)`` on ``device``, read by tensor operations.
-
-    Checks dtype and shape only (a traced graph must not branch on the values).
-    """
-    import torch
-
-    if pos is None:
-        return torch.arange(seq, dtype=torch.float64, device=device)
-    if isinstance(pos, torch.Tensor):
-        check_positions_tensor(pos, seq)
-        if pos.device.type == "meta" and device.type != "meta":
-            raise ValueError(
-                "positions is a meta tensor (it has no values) but x is not; pass real "
-                "positions, or meta x for a shape-only pass"
-            )
-        return pos.to(device=device, dtype=torch.float64)
-    arr = check_positions(pos, seq)
-    return torch.from_numpy(arr.astype(np.float64)).to(device)
-
-
-def _functional_tables(x, pos, base, rotary_dim, inv_freq=None):
-    """``r`` and ``(cos, sin)`` of shape ``(seq, r/2)``, built with tensor operations only.
-
-    The angles are formed in float64 from the same frequencies as the cached tables, and
-    cast to the compute dtype after ``cos`` and ``sin``; nothing is cached.
-    """
-    if not x.is_floating_point():
-        raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
-    _check_x_shape(tuple(x.shape))
-    r = check_rotary_dim(rotary_dim, int(x.shape[-1]))
-    p = _positions_float64(pos, x.shape[-2], x.device)
-    if inv_freq is None:
-        inv_freq = _inv_freq_tensor(r, base)
-    angles = p[:, None] * inv_freq.to(x.device)[None, :]
-    compute = _compute_dtype(x.dtype)
-    return r, angles.cos().to(compute), angles.sin().to(compute)
-
-
-def _rotate_functional(x, cos, sin, r, layout):
-    """Rotate with one out-of-place expression per layout (no ``out=``, no in-place).
-
-    What ``torch.compile`` fuses into one loop, and what ``vmap``, ``jvp`` and forward-mode
-    AD can batch and differentiate.  ``cos`` and ``sin`` broadcast against
-    ``x[..., :r/2]`` and are in the compute dtype; ``x`` is converted to it, and the result
-    rounded once to ``x.dtype``.
-    """
-    import torch
-
-    h = r // 2
-    xr = x[..., :r].to(cos.dtype)
-    if layout == "half":
-        x1, x2 = xr[..., :h], xr[..., h:]
-        rot = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
-    else:
-        x1, x2 = xr.unflatten(-1, (h, 2)).unbind(-1)
-        rot = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
-    rot = rot.to(x.dtype)
-    return rot if r == x.shape[-1] else torch.cat((rot, x[..., r:]), dim=-1)
-
-
-# --------------------------------------------------------------------------------------
-# Writing into a given tensor or array: apply_rope(x, out=...) and apply_rope_(x)
-# --------------------------------------------------------------------------------------
-
-#: Elements per block of the in-place/``out=`` paths: a block of ``x``, of ``out`` and of
-#: the scratch (about 6 MiB for float32) stays in the 32 MiB L3 cache of the AMD EPYC the
-#: benchmarks ran on while the three or four kernels of the block run over it.  On that
-#: shared 2-core machine, timings of 2**15 .. 2**19 did not separate beyond the noise;
-#: fewer, larger blocks pay PyTorch's per-operation overhead (and the wait for a busy
-#: second thread at the end of every operation) less often, as for ``_LOWP_BLOCK``.
-_INTO_BLOCK = 1 << 19
-
-#: Per-thread scratch of the blocked in-place/``out=`` paths, keyed by dtype: at most
-#: ``1.5 * max(_INTO_BLOCK, d)`` elements each (3 MiB of float32 for the usual widths),
-#: allocated once per thread so that a call makes no fresh allocation.
-_scratch = threading.local()
-
-
-def _scratch_tensor(numel, dtype):
-    """A 1-D CPU scratch tensor of at least ``numel`` elements, reused by this thread.
-
-    Built outside inference mode, so that a scratch first made during an evaluation pass
-    can still be written by in-place operations of a training step.
-    """
-    import torch
-
-    store = _scratch.__dict__.setdefault("tensors", {})
-    t = store.get(dtype)
-    if t is None or t.numel() < numel:
-        with torch.inference_mode(False):
-            t = torch.empty(max(numel, 3 * _INTO_BLOCK // 2), dtype=dtype)
-        store[dtype] = t
-    return t
-
-
-def _memory_relation(x, out):
-    """``"same"`` if ``out`` views exactly the elements of ``x`` in the same order,
-    ``"none"`` if the two cannot share an element, ``"partial"`` otherwise.
-
-    Compares the storage and the byte range each tensor can reach from its offset and
-    strides (conservative: two disjoint but interleaved views, such as ``t[..., ::2]``
-    and ``t[..., 1::2]``, count as overlapping).
-    """
-    if out is x:
-        return "same"
-    if x.numel() == 0 or out.numel() == 0:
-        return "none"
-    if x.untyped_storage().data_ptr() != out.untyped_storage().data_ptr():
-        return "none"
-    if x.storage_offset() == out.storage_offset() and x.stride() == out.stride():
-        return "same"  # shapes were checked equal
-
-    def span(t):
-        lo = hi = t.storage_offset()
-        for n, st in zip(t.shape, t.stride()):
-            lo, hi = lo + min(0, (n - 1) * st), hi + max(0, (n - 1) * st)
-        return lo * t.element_size(), (hi + 1) * t.element_size()
-
-    (a0, a1), (b0, b1) = span(x), span(out)
-    return "none" if a1 <= b0 or b1 <= a0 else "partial"
-
-
-def _check_out_tensor(x, out, name, eager):
-    """Validate ``out`` for ``x``; return whether ``out`` is ``x`` itself (in place).
-
-    ``name`` is ``"out"`` for ``apply_rope(..., out=)`` and ``"x"`` for
-    :func:`apply_rope_`.  The memory and autograd checks need real storage and run only
-    eagerly (``eager``); under tracing and ``torch.func`` transforms the functional
-    formula computes the whole result before it is copied, so no overlap can corrupt it.
-    """
-    import torch
-
-    if not isinstance(out, torch.Tensor):
-        raise TypeError(f"out must be a torch.Tensor when x is one, got {type(out).__name__}")
-    if not x.is_floating_point():
-        raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
-    if out.dtype != x.dtype:
-        raise TypeError(f"out must have the dtype of x ({x.dtype}), got {out.dtype}: the "
-                        f"result is rounded once to x.dtype; cast it afterwards if needed")
-    if out.shape != x.shape:
-        raise ValueError(f"out must have the shape of x {tuple(x.shape)}, got "
-                         f"{tuple(out.shape)}")
-    if out.device != x.device:
-        raise ValueError(f"out must be on the device of x ({x.device}), got {out.device}")
-    if not eager:
-        return out is x
-    if out.numel() and torch._debug_has_internal_overlap(out) == 1:
-        raise ValueError(f"{name} has elements that share memory (e.g. an expanded tensor "
-                         f"with a stride of 0), so it cannot be written element by "
-                         f"element; pass {name}.clone() or a fresh tensor")
-    if out.is_inference() and not torch.is_inference_mode_enabled():
-        raise ValueError(f"{name} is an inference tensor (made under "
-                         f"torch.inference_mode()) and cannot be written outside "
-                         f"inference mode; pass {name}.clone()")
-    if torch.is_grad_enabled() and out.requires_grad:
-        base = out._base if out._is_view() else None
-        if out.is_leaf or (base is not None and base.is_leaf and base.requires_grad):
-            what = "a leaf tensor" if out.is_leaf else "a view of a leaf tensor"
-            raise ValueError(
-                f"{name} is {what} that requires grad; PyTorch forbids writing into it in "
-                f"place (autograd would lose its value); use apply_rope(x) out of place, "
-                f"or write under torch.no_grad()")
-    relation = "same" if x.is_meta else _memory_relation(x, out)
-    if relation == "partial":
-        raise ValueError("out shares memory with x without being x itself (the same "
-                         "elements in the same order): a partial overlap would overwrite "
-                         "inputs before they are read; pass a separate out, or out=x to "
-                         "rotate in place")
-    return relation == "same"
-
-
-def _apply_rope_torch_into(x, pos, base, layout, rotary_dim, out, name):
-    """``apply_rope`` of a tensor written into ``out`` (which may be ``x``); returns ``out``."""
-    import torch
-
-    if not isinstance(out, torch.Tensor):
-        raise TypeError(f"out must be a torch.Tensor when x is one, got {type(out).__name__}")
-    functional = _functional_mode(x) or _functional_mode(out)
-    inplace = _check_out_tensor(x, out, name, eager=not functional)
-    if inplace and not (torch.is_grad_enabled() and x.requires_grad):
-        fused = _fused_call(x, pos, base, layout, rotary_dim, True)
-        if fused is not None:
-            return fused
-    if functional:  # traced, transformed, meta: compute, then one copy into out
-        r, cos, sin = _functional_tables(x, pos, base, rotary_dim)
-        return out.copy_(_rotate_functional(x, cos, sin, r, layout))
-    if torch.is_grad_enabled() and (x.requires_grad or out.requires_grad):
-        # autograd: the differentiable formula, then a recorded copy into out
-        return out.copy_(_apply_rope_torch(x, pos, base, layout, rotary_dim))
-    r, tables = _tensor_tables(x, pos, base, rotary_dim, layout)
-    _rotate_into(out if inplace else x, out, tables, r, layout, inplace)
-    return out
-
-
-def _rows(t, seq, d):
-    """``t`` viewed as ``(rows, seq, d)`` without a copy, or ``None`` if no view exists."""
-    try:
-        return t.view(-1, seq, d)
-    except RuntimeError:
-        return None
-
-
-def _rotate_into(x, out, tables, r, layout, inplace, block=None):
-    """The eager kernels writing into ``out`` (``out is x`` when ``inplace``).
-
-    * float32/float64, interleaved: one complex multiply ``torch.mul(x, cis, out=out)``;
-    * float32/float64, half, on the CPU: blocks of about ``_INTO_BLOCK`` elements, each
-      rotated while it is in cache.  With the cached tables (:class:`_HalfTables`): the
-      halves swapped into a per-thread scratch, then ``out = x * [cos, cos]`` and
-      ``out += [x2, x1] * [-sin, sin]`` over the whole width.  With a bare ``(cos, sin)``
-      pair (the :class:`posenc.torch.RotaryEmbedding` tables): a product with ``cos``,
-      then ``addcmul_``, per half (in place: the first half is copied into the scratch
-      first, since the second half's result needs it).  Both give the bits of
-      ``x1 cos - x2 sin`` and ``x2 cos + x1 sin`` computed as two roundings each
-      (a negation is exact);
-    * float16/bfloat16 on the CPU: each block converted into a float32 scratch, rotated
-      there, and written back with the one rounding.
-
-    Anything else (another device, strides that no view or complex view expresses) is
-    rotated out of place by :func:`_rotate_eager` and copied into ``out``.  ``block``
-    overrides ``_INTO_BLOCK`` (:func:`_rotate_lowp_blocked` passes ``_LOWP_BLOCK``).
-    """
-    import torch
-
-    if not x.numel():
-        return
-    seq, d = x.shape[-2], x.shape[-1]
-    h = r // 2
-    lowp = x.dtype != _compute_dtype(x.dtype)
-    if not lowp and layout == "interleaved":
-        try:
-            xc = _as_complex_pairs(x, r)
-            oc = xc if inplace else _as_complex_pairs(out, r)
-        except RuntimeError:  # an odd storage offset, say: no complex view
-            pass
-        else:
-            if inplace and r == 2 < d:
-                # one pair per row: in place, PyTorch's strided complex multiply takes
-                # another loop than out of place, which can differ in the last bit; the
-                # product goes through a temporary of 2/d of x instead
-                oc.copy_(xc * tables)
-            else:
-                torch.mul(xc, tables, out=oc)  # (x1 + i x2) e^{i m theta}
-            if r < d and not inplace:
-                out[..., r:].copy_(x[..., r:])
-            return
-    rx, ro = _rows(x, seq, d), _rows(out, seq, d)
-    if (x.device.type != "cpu" or rx is None or ro is None
-            or (not lowp and layout == "interleaved")):  # (no complex view, see above)
-        out.copy_(_rotate_eager(x, tables, r, layout))
-        return
-    wide = getattr(tables, "wide", None) if layout == "half" and not lowp else None
-    blocks = _lowp_blocks(rx.shape[0], seq, d, _INTO_BLOCK if block is None else block)
-    most = rx[blocks[0]].numel()  # the first block is the largest
-    scratch = _scratch_tensor(most + most // 2, _compute_dtype(x.dtype))
-    for b, s in blocks:
-        xb, ob = rx[b, s], ro[b, s]
-        if layout == "half":
-            cos, sin = tables[0][s], tables[1][s]
-        if lowp:  # convert the block into float32 scratch, rotate there, round once
-            # (the whole width; out of place, in place and out= share this code, so
-            # they give the same bits; features past r go through float32 and back
-            # unchanged)
-            t = scratch[: xb.numel()].view(xb.shape)
-            t.copy_(xb)
-            if layout == "interleaved":
-                _as_complex_pairs(t, r).mul_(tables[s])
-            else:
-                t1, t2 = t[..., :h], t[..., h:r]
-                tmp = scratch[t.numel(): t.numel() + t1.numel()].view(t1.shape)
-                torch.mul(t1, sin, out=tmp)
-                t1.mul_(cos).addcmul_(t2, sin, value=-1)  # x1' = x1 cos - x2 sin
-                t2.mul_(cos).add_(tmp)  # x2' = x2 cos + x1 sin
-            ob.copy_(t)  # the one rounding
-            continue
-        if wide is not None:  # x * [cos, cos] + [x2, x1] * [-sin, sin], full width
-            xr, orr = xb[..., :r], ob[..., :r]
-            u = scratch[: xr.numel()].view(xr.shape)  # [x2, x1]
-            u[..., :h].copy_(xr[..., h:])
-            u[..., h:].copy_(xr[..., :h])
-            torch.mul(xr, wide[0][s], out=orr)  # [x1 cos, x2 cos]
-            orr.addcmul_(u, wide[1][s])  # + [-x2 sin, x1 sin]: the same bits as below
-            if r < d and not inplace:
-                ob[..., r:].copy_(xb[..., r:])
-            continue
-        x1, x2, o1, o2 = xb[..., :h], xb[..., h:r], ob[..., :h], ob[..., h:r]
-        if inplace:  # o1 overwrites x1, which o2 still needs: keep a copy of x1 only
-            x1 = scratch[: x1.numel()].view(x1.shape).copy_(x1)
-        # one multiply per half: the same products as a (2, h) broadcast over both
-        # halves at once, whose inner loop over h is slower on the CPU
-        torch.mul(x1, cos, out=o1)
-        o1.addcmul_(x2, sin, value=-1)  # x1 cos - x2 sin
-        torch.mul(x2, cos, out=o2)
-        o2.addcmul_(x1, sin)  # x2 cos + x1 sin
-        if r < d and not inplace:
-            ob[..., r:].copy_(xb[..., r:])
+        _TORCH_ROUTE = apply_rope_tensor
+    return _TORCH_ROUTE
 
 
 def _apply_rope_numpy_into(x, pos, base, layout, rotary_dim, out, name):
@@ -1044,8 +425,11 @@ def apply_rope(x: ArrayT, positions: Positions | None = None, *, base: float = 1
     * **GPU**: CUDA tensors of float16, bfloat16 or float32 are rotated by posenc's fused
       Triton kernel when Triton is installed (cos and sin formed in the kernel from
       float64 angles, no table, no host synchronisation), eagerly and inside compiled
-      or exported graphs, where it is the opaque custom operator ``posenc::rope``
-      (``posenc::rope_`` for :func:`apply_rope_`) with its backward registered;
+      or exported graphs, where it is the operator ``posenc::rope`` (``posenc::rope_``
+      for :func:`apply_rope_`), registered with ``torch.library.triton_op`` and its
+      backward: ``torch.export`` keeps the operator, and ``torch.compile`` hands
+      Inductor the Triton kernel itself, which Inductor launches from its generated
+      code;
     * **torch.func**: under ``vmap``, ``jvp``, ``grad`` and forward-mode AD the same
       functional formula is used, so ``jvp`` gives the rotation of the tangent (RoPE is
       linear in ``x``) and ``vmap`` equals a loop, also over positions;
@@ -1141,9 +525,7 @@ def apply_rope(x: ArrayT, positions: Positions | None = None, *, base: float = 1
     b = check_base(base)
     layout = check_layout(layout)
     if _is_tensor(x):
-        if out is not None:
-            return _apply_rope_torch_into(x, positions, b, layout, rotary_dim, out, "out")
-        return _apply_rope_torch(x, positions, b, layout, rotary_dim)
+        return _torch_route()(x, positions, b, layout, rotary_dim, out, "out")
     if out is not None:
         return _apply_rope_numpy_into(x, positions, b, layout, rotary_dim, out, "out")
     return _apply_rope_numpy(x, positions, b, layout, rotary_dim)
@@ -1236,7 +618,7 @@ def apply_rope_(x: ArrayT, positions: Positions | None = None, *, base: float = 
     b = check_base(base)
     layout = check_layout(layout)
     if _is_tensor(x):
-        return _apply_rope_torch_into(x, positions, b, layout, rotary_dim, x, "x")
+        return _torch_route()(x, positions, b, layout, rotary_dim, x, "x")
     if not isinstance(x, np.ndarray):
         raise TypeError(f"x must be a numpy.ndarray or a torch.Tensor to be rotated in "
                         f"place, got {type(x).__name__}")

@@ -1,9 +1,14 @@
 r"""The fused path: the Triton kernel as PyTorch custom operators, and when to use it.
 
-Two operators, registered with :func:`torch.library.custom_op` so that ``torch.compile``
-treats each as one opaque call (it does not trace, and so cannot inline, the float64
-angle computation into its loops), ``torch.export`` keeps them in the exported program,
-and autograd differentiates them:
+Operators registered with :func:`torch.library.triton_op` (with
+:func:`torch.library.custom_op` and a fake kernel where Triton is not installed): one
+call for autograd, Dynamo and ``torch.export`` (which keeps them in the exported
+program), never a trace of the float64 angle arithmetic into the compiler's loops.  When
+AOTAutograd functionalises a compiled graph, a ``triton_op`` is replaced by its body, in
+which the kernel is launched through :func:`torch.library.wrap_triton`: Inductor receives
+the kernel itself and launches it from its generated code, with no call back into
+Python.  Under Triton's interpreter (``TRITON_INTERPRET=1``: CPU tensors in the tests) a
+kernel cannot be traced, and a trace records the reference formula instead.
 
 ``posenc::rope(x, positions, start, freqs, half, rot_off, inverse) -> y``
     one tensor, out of place;
@@ -12,7 +17,7 @@ and autograd differentiates them:
 ``posenc::rope_(x, ...)``, ``posenc::rope_qk_(q, k, ...)``
     the same, in place (no autograd: PyTorch's rule for in-place custom operators).
 
-``freqs`` is the float64 buffer of :func:`posenc.torch._triton.freq_buffer` (posenc's
+``freqs`` is the float64 buffer of :func:`freq_buffer` (posenc's
 frequencies, then the attention factor).  The backward of a rotation is the rotation by the
 opposite angle: the same kernel with ``inverse`` flipped, so training runs it too.  On a
 device the kernel cannot run on (a CPU without Triton's interpreter) the operators compute
@@ -30,6 +35,9 @@ import os
 
 import numpy as np
 import torch
+
+from ._eager import _rotate_functional
+from ._tables import _compute_dtype
 
 __all__ = ["available", "freq_buffer", "rope_one", "rope_one_inplace", "rope_qk", "rope_qk_inplace",
            "runs_here"]
@@ -78,103 +86,115 @@ def runs_here(t: torch.Tensor) -> bool:
 
 
 def _reference(x, positions, start, freqs, half, rot_off, inverse):
-    """The operators' formula with tensor operations (float64 angles, float32 arithmetic
-    for float16/bfloat16/float32, one rounding), for devices the kernel cannot run on."""
+    """The operators' formula with tensor operations, for devices the kernel cannot run on:
+    cos and sin per (position, pair) from float64 angles times the attention factor, then
+    the rotation of :func:`posenc.torch._eager._rotate_functional` (float32 arithmetic for
+    float16/bfloat16/float32, one rounding)."""
     h = freqs.shape[0] - 1
     seq = x.shape[-2]
     if positions is None:
         p = torch.arange(start, start + seq, dtype=torch.float64, device=x.device)
     else:
         p = positions.to(device=x.device, dtype=torch.float64)
-    inv = freqs[:h].to(x.device)
-    angles = p[..., None] * inv
+    angles = p[..., None] * freqs[:h].to(x.device)
     scale = freqs[h].to(x.device)
-    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    compute = _compute_dtype(x.dtype)
     cos = (angles.cos() * scale).to(compute)
     sin = (angles.sin() * scale).to(compute)
     if inverse:
         sin = -sin
     if positions is not None and positions.ndim == 2 and x.ndim >= 3:
         cos, sin = cos.unsqueeze(-3), sin.unsqueeze(-3)  # (B, 1, T, h) against (B, H, T, h)
-    r = 2 * h
-    xr = x[..., rot_off:rot_off + r].to(compute)
-    if half:
-        x1, x2 = xr[..., :h], xr[..., h:]
-        rot = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
-    else:
-        x1, x2 = xr.unflatten(-1, (h, 2)).unbind(-1)
-        rot = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
-    rot = rot.to(x.dtype)
-    parts = [x[..., :rot_off], rot, x[..., rot_off + r:]]
-    return torch.cat([t for t in parts if t.shape[-1]], dim=-1)
+    return _rotate_functional(x, cos, sin, 2 * h, "half" if half else "interleaved", rot_off)
 
 
-def _launch(q, oq, k, ok, positions, start, freqs, half, rot_off, inverse):
-    """Run the kernel; False where it cannot (strides, device)."""
+def _launch(q, oq, k, ok, positions, start, freqs, half, rot_off, inverse, traceable=False):
+    """Run the kernel; False where it cannot (strides, device).
+
+    ``traceable``: through :func:`torch.library.wrap_triton` (the operators' bodies).
+    Under Triton's interpreter a kernel cannot be traced (it reads memory): tensors that
+    are not plain tensors (the fake and functional tensors of a trace)
+    take the reference formula there.
+    """
     if not (runs_here(q) and q.dtype in _LOWP and (k is None or k.dtype in _LOWP)):
         return False
+    if _INTERPRET and type(q) is not torch.Tensor:  # noqa: E721 - subclasses: traced
+        return False
     return _kernels().launch_rope(q, oq, k, ok, freqs, positions, start, half, rot_off,
-                                  inverse)
+                                  inverse, traceable)
 
 
 # -- the operators ------------------------------------------------------------------------
 
 
-@torch.library.custom_op("posenc::rope", mutates_args=())
+def _operator(name, mutates_args, fake):
+    """Register ``name`` as a :func:`torch.library.triton_op` where Triton is installed, a
+    :func:`torch.library.custom_op` with the fake kernel ``fake`` where it is not.
+
+    A ``triton_op`` is one opaque operator for autograd, ``torch.export`` (which keeps it
+    in the exported program) and Dynamo; when AOTAutograd functionalises a compiled graph
+    it is replaced by its body, so the graph Inductor receives holds the Triton kernel
+    itself (a ``triton_kernel_wrapper_functional`` node) and Inductor launches it from its
+    own generated code, without a call back into this module's Python.  Its body is also
+    its fake kernel: with fake tensors the launch records shapes only.
+    """
+    def register(fn):
+        if _AVAILABLE:
+            return torch.library.triton_op(name, mutates_args=mutates_args)(fn)
+        op = torch.library.custom_op(name, mutates_args=mutates_args)(fn)
+        op.register_fake(fake)
+        return op
+
+    return register
+
+
+def _fake_one(x, *args):
+    return torch.empty_like(x)
+
+
+def _fake_qk(q, k, *args):
+    return torch.empty_like(q), torch.empty_like(k)
+
+
+def _fake_inplace(*args):
+    return None
+
+
+@_operator("posenc::rope", (), _fake_one)
 def _rope_op(x: torch.Tensor, positions: torch.Tensor | None, start: int,
              freqs: torch.Tensor, half: bool, rot_off: int,
              inverse: bool) -> torch.Tensor:
     out = torch.empty_like(x)
-    if _launch(x, out, None, None, positions, start, freqs, half, rot_off, inverse):
+    if _launch(x, out, None, None, positions, start, freqs, half, rot_off, inverse, True):
         return out
     return _reference(x, positions, start, freqs, half, rot_off, inverse)
 
 
-@_rope_op.register_fake
-def _(x, positions, start, freqs, half, rot_off, inverse):
-    return torch.empty_like(x)
-
-
-@torch.library.custom_op("posenc::rope_qk", mutates_args=())
+@_operator("posenc::rope_qk", (), _fake_qk)
 def _rope_qk_op(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor | None, start: int,
                 freqs: torch.Tensor, half: bool, rot_off: int,
                 inverse: bool) -> tuple[torch.Tensor, torch.Tensor]:
     oq, ok = torch.empty_like(q), torch.empty_like(k)
-    if _launch(q, oq, k, ok, positions, start, freqs, half, rot_off, inverse):
+    if _launch(q, oq, k, ok, positions, start, freqs, half, rot_off, inverse, True):
         return oq, ok
     return (_reference(q, positions, start, freqs, half, rot_off, inverse),
             _reference(k, positions, start, freqs, half, rot_off, inverse))
 
 
-@_rope_qk_op.register_fake
-def _(q, k, positions, start, freqs, half, rot_off, inverse):
-    return torch.empty_like(q), torch.empty_like(k)
-
-
-@torch.library.custom_op("posenc::rope_qk_", mutates_args=("q", "k"))
+@_operator("posenc::rope_qk_", ("q", "k"), _fake_inplace)
 def _rope_qk_inplace_op(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor | None,
                         start: int, freqs: torch.Tensor, half: bool, rot_off: int,
                         inverse: bool) -> None:
-    if not _launch(q, q, k, k, positions, start, freqs, half, rot_off, inverse):
+    if not _launch(q, q, k, k, positions, start, freqs, half, rot_off, inverse, True):
         q.copy_(_reference(q, positions, start, freqs, half, rot_off, inverse))
         k.copy_(_reference(k, positions, start, freqs, half, rot_off, inverse))
 
 
-@_rope_qk_inplace_op.register_fake
-def _(q, k, positions, start, freqs, half, rot_off, inverse):
-    return None
-
-
-@torch.library.custom_op("posenc::rope_", mutates_args=("x",))
+@_operator("posenc::rope_", ("x",), _fake_inplace)
 def _rope_inplace_op(x: torch.Tensor, positions: torch.Tensor | None, start: int,
                      freqs: torch.Tensor, half: bool, rot_off: int, inverse: bool) -> None:
-    if not _launch(x, x, None, None, positions, start, freqs, half, rot_off, inverse):
+    if not _launch(x, x, None, None, positions, start, freqs, half, rot_off, inverse, True):
         x.copy_(_reference(x, positions, start, freqs, half, rot_off, inverse))
-
-
-@_rope_inplace_op.register_fake
-def _(x, positions, start, freqs, half, rot_off, inverse):
-    return None
 
 
 def _setup(ctx, inputs, output):

@@ -168,15 +168,23 @@ def _as4d(x: torch.Tensor):
 
 
 def _block(n: int) -> int:
-    return 1 << max(n - 1, 0).bit_length()
+    """The power of two ``>= n`` (a symbolic size is specialised to its value)."""
+    return 1 << max(int(n) - 1, 0).bit_length()
 
 
 def launch_rope(q: torch.Tensor, oq: torch.Tensor, k: torch.Tensor | None,
                 ok: torch.Tensor | None, freqs: torch.Tensor,
                 positions: torch.Tensor | None, start: int, half: bool, rot_off: int,
-                inverse: bool = False) -> bool:
+                inverse: bool = False, traceable: bool = False) -> bool:
     """Rotate ``q`` into ``oq`` (and ``k`` into ``ok``) in one launch; False if the
     strides cannot be expressed (the caller then takes the torch path).
+
+    ``traceable``: launch through :func:`torch.library.wrap_triton`, as the body of the
+    ``triton_op`` operators does, so that a graph traced by ``torch.compile`` records the
+    kernel itself (Inductor then launches it from its generated code) and
+    fake tensors pass through it (no data pointer is read).  Shapes may then be
+    symbolic (``torch.compile`` with dynamic shapes): a symbolic sequence length takes
+    the largest tile of tokens, whose mask covers a shorter sequence.
 
     ``freqs`` is float64 of shape ``(r/2 + 1,)`` on the tensors' device: the inverse
     frequencies, then the attention factor (see :func:`posenc.torch._fused.freq_buffer`); ``positions``
@@ -209,11 +217,13 @@ def launch_rope(q: torch.Tensor, oq: torch.Tensor, k: torch.Tensor | None,
     # tiles of about TILE_BYTES: tokens first (a head's tokens are contiguous), then heads
     # (all of them at once for a decoding step's single token)
     half_elems = max(block_p, TILE_BYTES // (2 * q.element_size()))
-    block_t = max(1, min(_block(t), BLOCK_T_MAX, half_elems // block_p))
+    block_t = max(1, min(BLOCK_T_MAX, half_elems // block_p))
+    if isinstance(t, int):  # a shorter sequence takes a smaller tile (a decoding step: 1)
+        block_t = min(block_t, _block(t))
     per = max(1, half_elems // (block_p * block_t))
-    n_tb = -(-t // block_t)
+    n_tb = (t + block_t - 1) // block_t
     n_rest = d - 2 * h2
-    copy_rest = n_rest > 0 and oq.data_ptr() != q.data_ptr()
+    copy_rest = n_rest > 0 and oq is not q  # in place, the other columns stay
     if positions is None:
         spb = spt = 0
         has_pos = False
@@ -226,8 +236,11 @@ def launch_rope(q: torch.Tensor, oq: torch.Tensor, k: torch.Tensor | None,
             if positions.shape[0] == 1:
                 spb = 0
     libdevice = q.device.type == "cuda" and _libdevice is not None and not interpreting()
-    _rope_kernel[(bq * n_tb,)](
-        q, k if k is not None else q, oq, ok if ok is not None else oq,
+    kernel = torch.library.wrap_triton(_rope_kernel) if traceable else _rope_kernel
+    # tensors the kernel does not touch (no k, no positions) are stood in for by freqs,
+    # never by q or oq: a traced graph must not see q twice among the kernel's arguments
+    kernel[(bq * n_tb,)](
+        q, k if k is not None else freqs, oq, ok if ok is not None else freqs,
         positions if positions is not None else freqs, freqs,
         int(start), t, n_tb, hq, hk, rot_off, max(n_rest, 0),
         *sq, *sk, *soq, *sok, spb, spt,

@@ -41,13 +41,14 @@ bfloat16 rotated in float32 block by block and rounded once) are unchanged.
 
 **On a GPU** (CUDA tensors of float16, bfloat16 or float32, Triton installed) the module
 and :func:`posenc.apply_rope` run one fused Triton kernel instead
-(:mod:`posenc.torch._triton`, registered as custom operators by
-:mod:`posenc.torch._fused`); ``RotaryEmbedding(..., backend="torch")`` keeps the path
-above.  The guarantees hold there too: the kernel forms cos and sin from float64
-angles, reads no table (memory is that of the input, any int64 position), needs no host
-synchronisation, and is one opaque operator for ``torch.compile``/``torch.export``
-with its backward registered; ``torch.func`` transforms and forward-mode AD take the
-functional formula.
+(:mod:`posenc.torch._triton`, registered as operators by :mod:`posenc.torch._fused`);
+``RotaryEmbedding(..., backend="torch")`` keeps the path above.  The guarantees hold
+there too: the kernel forms cos and sin from float64 angles, reads no table (memory is
+that of the input, any int64 position), needs no host synchronisation, and is one
+operator with its backward registered (``torch.library.triton_op``): ``torch.export``
+keeps it, and inside ``torch.compile`` Inductor receives the Triton kernel itself and
+launches it from its generated code; ``torch.func`` transforms and forward-mode AD take
+the functional formula.
 """
 
 from __future__ import annotations
@@ -70,17 +71,11 @@ from .._validation import (
     check_positions,
     check_positions_tensor,
 )
-from ..rope import (
-    _compute_dtype,
-    _functional_mode,
-    _positions_float64,
-    _rotate_eager,
-    _rotate_functional,
-    _tensor_tables,
-    apply_rope,
-)
+from ..rope import apply_rope
 from ..sinusoidal import inverse_frequencies
 from . import _fused
+from ._eager import _functional_mode, _rotate_eager, _rotate_functional
+from ._tables import _compute_dtype, _positions_float64, _tensor_tables
 
 __all__ = ["RotaryEmbedding", "compiled_apply_rope"]
 
@@ -245,9 +240,10 @@ class RotaryEmbedding(nn.Module):
         'posenc[triton]'``; PyTorch's CUDA wheels bring it): ``q`` and ``k`` in one
         launch, cos and sin formed in the kernel from float64 angles (the values of the
         float64-built tables, so the accuracy is the same), any position that fits in
-        int64, no host synchronisation, registered as the custom operators
-        ``posenc::rope_qk`` / ``posenc::rope_qk_`` so that ``torch.compile`` and
-        ``torch.export`` see one opaque call and autograd runs the kernel backward (the
+        int64, no host synchronisation, registered as the operators
+        ``posenc::rope_qk`` / ``posenc::rope_qk_`` (``torch.library.triton_op``), so
+        that ``torch.export`` keeps one call, ``torch.compile`` hands Inductor the
+        Triton kernel itself to launch, and autograd runs the kernel backward (the
         rotation by the opposite angle).  Everything else (CPU tensors, float64,
         ``torch.func`` transforms, forward-mode AD, ``compiled=True``, a traced
         ``"dynamic"`` or ``"longrope"``) takes the torch path described here.
@@ -920,7 +916,8 @@ def compiled_apply_rope(x: torch.Tensor, positions: Positions | None = None, *,
     first compilation in a process), and it needs what ``torch.compile`` needs (a C++
     compiler on the CPU, Triton on a GPU).  On CUDA tensors there is no reason to use it:
     :func:`posenc.apply_rope` already runs posenc's fused Triton kernel there, eagerly
-    and inside a compiled model (as the opaque operator ``posenc::rope``).  On the CPU a
+    and inside a compiled model (the operator ``posenc::rope``, whose Triton kernel
+    Inductor launches itself).  On the CPU a
     model that is compiled anyway gets this fusion by calling :func:`posenc.apply_rope`
     inside it: while traced, :func:`posenc.apply_rope` bypasses its cache and computes
     the tables from the positions with tensor operations, in the same one-expression

@@ -282,3 +282,174 @@ def test_compiled_model_calls_one_opaque_operator():
     text = "\n".join(graphs)
     assert "posenc.rope_qk" in text
     assert "cos" not in text.replace("posenc", "") and "sin" not in text
+
+
+def test_operators_are_triton_ops_where_triton_is_installed():
+    """posenc::rope* are torch.library.triton_op operators (their bodies launch the kernel
+    through wrap_triton), so AOTAutograd can hand Inductor the kernel itself."""
+    from torch._library.triton import triton_ops_to_kernels
+    from torch._subclasses.functional_tensor import FunctionalTensorMode
+
+    for name, op in (("posenc::rope", _fused._rope_op), ("posenc::rope_qk", _fused._rope_qk_op),
+                     ("posenc::rope_", _fused._rope_inplace_op),
+                     ("posenc::rope_qk_", _fused._rope_qk_inplace_op)):
+        assert name in triton_ops_to_kernels, name
+        assert FunctionalTensorMode in op._torch_dispatch_fns, name
+
+
+def test_opcheck_of_the_inplace_operators():
+    """opcheck (schema, fake kernel, autograd registration, AOT dispatch) of the in-place
+    triton_ops, with positions as a run and as per-sample rows."""
+    torch.library.opcheck(torch.ops.posenc.rope_qk_.default, (
+        torch.randn(2, 2, 3, 8), torch.randn(2, 1, 3, 8), torch.tensor([[1, 2, 3], [7, 0, 5]]),
+        0, _freqs(8), False, 0, False))
+    torch.library.opcheck(torch.ops.posenc.rope_.default, (
+        torch.randn(1, 2, 3, 12), None, 4, _freqs(8), True, 4, True))
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_compiled_call_through_aot_autograd_matches_eager(inplace):
+    """torch.compile with AOTAutograd (backend 'aot_eager': the graph Inductor would get,
+    run eagerly) of the module on the kernel path, in place and out of place, forward and
+    backward: the functionalised triton_ops give the eager results."""
+    torch._dynamo.reset()
+    g = torch.Generator().manual_seed(8)
+    dev = DEVICES[0]
+    rope = RotaryEmbedding(16, layout="interleaved", rotary_slice="first", backend="triton")
+    q0 = torch.randn(2, 2, 4, 24, generator=g).to(dev)
+    k0 = torch.randn(2, 1, 4, 24, generator=g).to(dev)
+    pos = torch.tensor([3, 1, 4, 1], device=dev)
+
+    def f(q, k):
+        if inplace:
+            q, k = q * 1, k * 1  # non-leaf copies: in place on them is allowed
+        a, b = rope(q, k, positions=pos, inplace=inplace)
+        return a * 2, b
+
+    want = f(q0, k0)
+    got = torch.compile(f, backend="aot_eager", fullgraph=True)(q0, k0)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+    if not inplace:
+        qg = q0.clone().requires_grad_()
+        out = torch.compile(f, backend="aot_eager", fullgraph=True)(qg, k0)
+        out[0].sum().backward()
+        qe = q0.clone().requires_grad_()
+        f(qe, k0)[0].sum().backward()
+        torch.testing.assert_close(qg.grad, qe.grad, rtol=0, atol=1e-6)
+
+
+_FAKE_CUDA_GRAPH = r"""
+import os
+os.environ["TRITON_INTERPRET"] = "0"  # compiled Triton: kernels are JITFunctions
+import torch
+from functorch.compile import aot_function, make_boxed_func
+from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
+from torch._subclasses.fake_tensor import FakeTensorMode
+from posenc.torch import _fused, _triton
+
+graphs = []
+
+def capture(gm, example_inputs):
+    graphs.append(gm)
+    return make_boxed_func(gm.forward)
+
+def f(q, k, pos, freqs):
+    return _fused._rope_qk_op(q, k, pos, 0, freqs, True, 0, False)
+
+with FakeTensorMode(allow_non_fake_inputs=True):
+    q = torch.empty(2, 8, 4, 64, device="cuda").transpose(1, 2)  # (B, T, H, D) storage
+    k = torch.empty(2, 1, 8, 64, device="cuda")
+    pos = torch.empty(2, 8, dtype=torch.long, device="cuda")
+    freqs = torch.empty(33, dtype=torch.float64, device="cuda")
+    try:
+        aot_function(f, fw_compiler=capture)(q, k, pos, freqs)
+    except RuntimeError as e:  # running the graph needs a CUDA build of PyTorch
+        assert "cuda" in str(e).lower(), e
+(gm,) = graphs
+nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
+names = [str(n.target) for n in nodes]
+hop = [n for n in nodes if "triton_kernel_wrapper_functional" in str(n.target)]
+assert len(hop) == 1, names
+kernel = kernel_side_table.get_kernel(hop[0].kwargs["kernel_idx"])
+assert getattr(kernel, "fn", kernel) is _triton._rope_kernel, kernel  # (Autotuner).fn
+assert not [n for n in names if "posenc" in n or "cos" in n or "sin" in n], names
+
+# a symbolic sequence length (torch.compile with dynamic shapes): still the kernel, with
+# the length and the grid as graph values rather than constants
+from torch._dynamo.source import ConstantSource
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+mode = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True)
+env = mode.shape_env
+t = env.create_symintnode(env.create_symbol(8, ConstantSource("t")), hint=8)
+with mode:
+    q = torch.empty(2, 4, t, 64, device="cuda")
+    k = torch.empty(2, 1, t, 64, device="cuda")
+    pos = torch.empty(t, dtype=torch.long, device="cuda")
+    freqs = torch.empty(33, dtype=torch.float64, device="cuda")
+    try:
+        aot_function(f, fw_compiler=capture, dynamic=True)(q, k, pos, freqs)
+    except RuntimeError as e:
+        assert "cuda" in str(e).lower(), e
+hop = [n for n in graphs[-1].graph.nodes if "triton_kernel_wrapper_functional" in str(n.target)]
+assert len(hop) == 1 and len(graphs) == 2
+assert isinstance(hop[0].kwargs["kwargs"]["T"], torch.fx.Node), hop[0].kwargs
+assert isinstance(hop[0].kwargs["grid"][0][0], torch.fx.Node), hop[0].kwargs["grid"]
+print("KERNEL-IN-GRAPH", len(nodes))
+"""
+
+
+def test_compiled_graph_holds_the_triton_kernel_itself(tmp_path):
+    """What Inductor receives on CUDA: AOTAutograd's graph of a posenc::rope_qk call on
+    (fake) CUDA tensors holds one triton_kernel_wrapper_functional node running posenc's
+    kernel, and no posenc operator, cos or sin: Inductor launches the kernel from its
+    generated code.  Traced without a GPU (FakeTensorMode) in a fresh process, since the
+    kernel must be a compiled-Triton JITFunction, not the interpreter's function.  With a
+    symbolic sequence length too (torch.compile's dynamic shapes)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "graph.py"
+    script.write_text(_FAKE_CUDA_GRAPH)
+    env = dict(os.environ, TRITON_INTERPRET="0")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "KERNEL-IN-GRAPH" in proc.stdout
+
+
+_WITHOUT_TRITON = r"""
+import sys
+sys.modules["triton"] = None  # as if Triton were not installed
+import torch
+from torch._library.triton import triton_ops_to_kernels
+from posenc.torch import RotaryEmbedding, _fused
+from posenc.sinusoidal import inverse_frequencies
+
+assert not _fused.available()
+assert "posenc::rope_qk" not in triton_ops_to_kernels  # plain custom_op operators
+freqs = _fused.freq_buffer(torch.from_numpy(inverse_frequencies(8)), 1.0)
+torch.library.opcheck(torch.ops.posenc.rope_qk.default, (
+    torch.randn(1, 2, 3, 8), torch.randn(1, 1, 3, 8), torch.tensor([1, 2, 3]), 0, freqs,
+    True, 0, False))
+torch.library.opcheck(torch.ops.posenc.rope_.default, (
+    torch.randn(1, 2, 3, 8), None, 2, freqs, False, 0, False))
+ep = torch.export.export(RotaryEmbedding(8, backend="auto"),
+                         (torch.randn(1, 2, 3, 8), torch.randn(1, 1, 3, 8)))
+print("CUSTOM-OP-OK")
+"""
+
+
+def test_operators_without_triton_are_custom_ops(tmp_path):
+    """Without Triton the operators are torch.library.custom_op ones with fake kernels,
+    and pass opcheck (a fresh process, Triton hidden from the import system)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "no_triton.py"
+    script.write_text(_WITHOUT_TRITON)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "CUSTOM-OP-OK" in proc.stdout

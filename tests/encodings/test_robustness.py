@@ -16,7 +16,7 @@ import torch
 
 import posenc
 from posenc import apply_rope, rotate_pairs
-from posenc import rope as rope_mod
+from posenc.torch import _tables as rope_tables
 from posenc.torch import RotaryEmbedding, SinusoidalPositionalEncoding
 
 LAYOUTS = ["interleaved", "half"]
@@ -135,7 +135,7 @@ def test_far_positions_do_not_grow_the_table(layout):
 
 def _cache_bytes():
     total = 0
-    for value in rope_mod._cache.values():
+    for value in rope_tables._cache.values():
         tables = value[0] if isinstance(value, tuple) and len(value) == 2 and isinstance(
             value[1], int) else value
         for t in (tables if isinstance(tables, tuple) else (tables,)):
@@ -152,16 +152,16 @@ def test_apply_rope_cache_is_bounded_in_bytes():
     assert held <= 64 * 2**20, f"the cache holds {held / 2**20:.0f} MiB"
     assert held >= 32 * 2**20  # it still caches: the latest tables are kept
     # a call with the tables just used is served from the cache (no new entry)
-    n = len(rope_mod._cache)
+    n = len(rope_tables._cache)
     apply_rope(x, torch.arange(23, 23 + 32768))
-    assert len(rope_mod._cache) == n
+    assert len(rope_tables._cache) == n
     posenc.clear_rope_cache()
     assert _cache_bytes() == 0
 
 
 def test_apply_rope_table_larger_than_the_budget_is_not_kept(monkeypatch):
     posenc.clear_rope_cache()
-    monkeypatch.setattr(rope_mod, "_CACHE_BYTES", 1 << 20)
+    monkeypatch.setattr(rope_tables, "_CACHE_BYTES", 1 << 20)
     x = _randn(1, 4096, 128)  # a 2 MiB complex64 table
     torch.testing.assert_close(apply_rope(x), apply_rope(x.double()).float())
     assert _cache_bytes() <= 1 << 20

@@ -238,7 +238,7 @@ def test_autograd(layout):
 def test_cache_reuses_tables_and_is_bounded():
     posenc.clear_rope_cache()
     x = torch.randn(1, 2, 9, 8)
-    from posenc import rope as rope_mod
+    from posenc.torch import _tables as rope_mod
 
     apply_rope(x)
     apply_rope(x)
@@ -353,7 +353,7 @@ def test_low_precision_beats_rounding_after_every_operation():
 @pytest.mark.parametrize("block", [64, 1000, 16 * 40])
 def test_blocking_does_not_change_a_bit(monkeypatch, layout, block):
     """Blocks that split the sequence, group whole slices, or end unevenly: same bits."""
-    from posenc import rope as rope_mod
+    from posenc.torch import _eager as rope_mod
 
     base = torch.randn(2, 40, 3, 16, generator=torch.Generator().manual_seed(9)).bfloat16()
     x = base.transpose(1, 2)  # (2, 3, 40, 16), not contiguous
@@ -366,8 +366,8 @@ def test_blocking_does_not_change_a_bit(monkeypatch, layout, block):
 
 
 def test_low_precision_blocks_cover_every_row_once():
-    from posenc import rope as rope_mod
-    from posenc.rope import _lowp_blocks
+    from posenc.torch import _eager as rope_mod
+    from posenc.torch._eager import _lowp_blocks
 
     for n_rows, seq, d, block in [(6, 40, 16, 64), (6, 40, 16, 640), (6, 40, 16, 10**6),
                                   (1, 1, 2, 1), (3, 5, 4, 7)]:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import posenc
 from posenc import apply_rope, apply_rope_
-from posenc import rope as rope_mod
+from posenc.torch import _eager as rope_eager
 
 LAYOUTS = ["interleaved", "half"]
 DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
@@ -36,7 +36,7 @@ def blocks(request, monkeypatch):
     """Run a test with the default block size and with tiny blocks (many of them, some
     cutting a sequence), so that the block loop is exercised on small tensors."""
     if request.param == "many blocks":
-        monkeypatch.setattr(rope_mod, "_INTO_BLOCK", 48)
+        monkeypatch.setattr(rope_eager, "_INTO_BLOCK", 48)
     return request.param
 
 
@@ -67,7 +67,7 @@ def test_out_and_in_place_equal_apply_rope_bit_for_bit(dtype, layout, rotary_dim
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_long_sequence_cut_into_blocks(layout, monkeypatch):
-    monkeypatch.setattr(rope_mod, "_INTO_BLOCK", 1 << 10)
+    monkeypatch.setattr(rope_eager, "_INTO_BLOCK", 1 << 10)
     for dtype in (torch.float32, torch.bfloat16):
         x = _randn(1, 3000, 8, dtype=dtype)  # 24000 elements in rows of 3000 positions
         want = apply_rope(x, torch.arange(7, 3007), layout=layout)
@@ -377,7 +377,7 @@ def test_inference_mode(layout):
     with pytest.raises(ValueError, match="out is an inference tensor"):
         apply_rope(x, layout=layout, out=inf)
     # the per-thread scratch made inside inference mode still serves a training step
-    rope_mod._scratch.__dict__.clear()
+    rope_eager._scratch.__dict__.clear()
     with torch.inference_mode():
         apply_rope_(torch.randn(3, 40, 8, dtype=torch.bfloat16), layout=layout)
     z = _randn(3, 40, 8, dtype=torch.bfloat16)
@@ -470,12 +470,12 @@ def test_in_place_equals_out_of_place_everywhere(dtype, layout, d, seq, lead, ro
         owner = x = torch.zeros(shape, dtype=dtype)
     x.copy_(values)
     want = apply_rope(values, layout=layout, rotary_dim=rotary_dim)
-    old = rope_mod._INTO_BLOCK
-    rope_mod._INTO_BLOCK = block
+    old = rope_eager._INTO_BLOCK
+    rope_eager._INTO_BLOCK = block
     try:
         assert apply_rope_(x, layout=layout, rotary_dim=rotary_dim) is x
     finally:
-        rope_mod._INTO_BLOCK = old
+        rope_eager._INTO_BLOCK = old
     if memory == "contiguous" or dtype not in (torch.float32, torch.float64):
         assert torch.equal(x, want)
     else:  # the scalar loop of a strided complex multiply may differ in the last bit
