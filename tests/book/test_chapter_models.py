@@ -480,3 +480,23 @@ def test_streaming_llm_cache_positions_bound_the_offset():
         assert kept.size == min(n_seen, n_sink + n_recent)
         assert np.all(np.diff(kept) > 0) and kept[-1] == n_seen - 1
         assert kept.size - 1 <= 1023 and (n_seen < 1025 or kept[-1] - kept[0] == n_seen - 1)
+
+
+# -- STRING (models-longer) ----------------------------------------------------------------
+
+
+def test_string_drops_the_rarest_offsets_of_llama31s_training_length():
+    """The chapter's STRING paragraph: with the README's S = int(0.33 L) and W = 128 at
+    L = 131,072, the largest offset is below L, the offsets above it are about a tenth
+    of a full-length sequence's pairs (close to ((S - W)/L)^2), the rarest offset kept
+    occurs L - far times and the largest dropped one once."""
+    from posenc.analysis.remap import offset_counts, string_offsets
+
+    L = 131_072
+    S = int(0.33 * L)
+    far = int(string_offsets(L - 1, np.arange(L), shift=S, window=128).max())
+    counts = offset_counts(L)
+    dropped = counts[far + 1:].sum() / counts.sum()
+    assert far == L - 1 - S + 128 < L
+    assert 0.10 < dropped < 0.11 and abs(dropped - ((S - 128) / L) ** 2) < 1e-4
+    assert counts[far] == L - far == 43_126 and counts[-1] == 1
