@@ -287,6 +287,17 @@ def test_interpolating_by_s_maps_sL_back_onto_the_trained_arc():
     assert np.all(reach - trained < THETA[slow])
 
 
+def test_dividing_slow_pairs_by_less_than_s_leaves_unseen_angles_by_more_wastes_them():
+    """'a smaller divisor leaves unseen angles, a larger one costs resolution for
+    nothing': at sL, slow pairs divided by s/2 go past their trained arc; divided by 2s
+    they stay on half of it (the other half of the trained arc goes unused)."""
+    slow = L / LAM < 1
+    less = lc.angle_reach(THETA[slow] / (S / 2), THETA[slow], L, S * L)
+    exact = lc.angle_reach(THETA[slow] / S, THETA[slow], L, S * L)
+    more = lc.angle_reach(THETA[slow] / (2 * S), THETA[slow], L, S * L)
+    assert np.all(less > 1.9) and np.all(exact < 1.001) and np.all(more < 0.501)
+
+
 def test_yarn_regions_page_numbers_and_the_papers_thresholds():
     """'21 pairs extrapolated, 25 blended, 18 interpolated, factor 1.2079': the code's
     ramp (pair index) and the paper's thresholds (r > 32, r < 1) count the same here."""
