@@ -13,7 +13,7 @@ top of :mod:`posenc` (and :mod:`posenc.torch`).  One module per question a chapt
 - :mod:`~posenc.analysis.rope_extras`: memory traffic per kernel of RoPE formulas.
 - :mod:`~posenc.analysis.base_bound`: the smallest RoPE base a context length needs
   (Men et al. 2024) and the context a base can serve.
-- :mod:`~posenc.analysis.remap`: training-free position remapping (Self-Extend's offsets).
+- :mod:`~posenc.analysis.remap`: training-free position remapping (Self-Extend's and STRING's offsets).
 - :mod:`~posenc.analysis.other_encodings`: learned, relative, ALiBi and NoPE schemes side
   by side (scores under a shift, Transformer-XL's terms, costs per layer).
 - :mod:`~posenc.analysis.pitfalls`: deliberately wrong implementations for the bug gallery

@@ -32,6 +32,8 @@ __all__ = [
     "fitted_score_extrapolation",
     "neighbour_score_step",
     "softmax_entropy",
+    "yarn_regions",
+    "entropy_matching_spread",
 ]
 
 # Phi-3 128k (the longrope factors of microsoft/Phi-3-vision-128k-instruct, whose language
@@ -418,3 +420,98 @@ def softmax_entropy(logits, axis=-1):
         terms = np.where(p > 0, -p * np.log(p), 0.0)
     out = terms.sum(axis=axis)
     return float(out) if np.ndim(out) == 0 else out
+
+
+def yarn_regions(dim, rope_parameters, **kwargs):
+    r"""How many pairs a YaRN rule extrapolates, interpolates and blends.
+
+    From the frequencies :func:`posenc.rope_frequencies` computes (the authors' code, as
+    `transformers` runs it): a pair is *extrapolated* when its scale
+    :math:`s_i = \theta_i / \theta_i'` is 1 (left alone), *interpolated* when it is the
+    full ``factor`` (divided like position interpolation), and *blended* otherwise (on
+    the ramp).
+
+    Parameters
+    ----------
+    dim : int
+        Rotated width (even).
+    rope_parameters : dict
+        A ``yarn`` rule with its ``factor``; ``kwargs`` are passed on to
+        :func:`posenc.rope_frequencies`.
+
+    Returns
+    -------
+    dict
+        ``extrapolated``, ``blended``, ``interpolated`` (ints summing to ``dim // 2``)
+        and ``attention_factor`` (float).
+
+    Raises
+    ------
+    TypeError
+        If ``rope_parameters`` is not a dict.
+    ValueError
+        If its ``rope_type`` is not ``yarn`` or it has no ``factor``; otherwise as
+        :func:`posenc.rope_frequencies`.
+
+    Examples
+    --------
+    >>> r = yarn_regions(128, {"rope_type": "yarn", "factor": 8.0,
+    ...                        "original_max_position_embeddings": 4096})
+    >>> r["extrapolated"], r["blended"], r["interpolated"], round(r["attention_factor"], 4)
+    (21, 25, 18, 1.2079)
+    """
+    if not isinstance(rope_parameters, dict):
+        raise TypeError(f"rope_parameters must be a dict, got {type(rope_parameters).__name__}")
+    rope_type = rope_parameters.get("rope_type", rope_parameters.get("type"))
+    if rope_type != "yarn":
+        raise ValueError(f"rope_parameters['rope_type'] must be 'yarn', got {rope_type!r}")
+    if rope_parameters.get("factor") is None:
+        raise ValueError("rope_parameters['factor'] is required")
+    _, attention_factor = rope_frequencies(dim, rope_parameters, **kwargs)
+    _, scale = pair_scales(dim, rope_parameters, **kwargs)
+    factor = float(rope_parameters["factor"])
+    kept = np.isclose(scale, 1.0, rtol=1e-12, atol=0.0)
+    divided = np.isclose(scale, factor, rtol=1e-12, atol=0.0) & ~kept
+    return {"extrapolated": int(kept.sum()),
+            "blended": int((~kept & ~divided).sum()),
+            "interpolated": int(divided.sum()),
+            "attention_factor": float(attention_factor)}
+
+
+def entropy_matching_spread(factor, attention_factor=None):
+    r"""The logit spread at which YaRN's factor cancels the entropy rise from :math:`L`
+    to :math:`sL` keys.
+
+    For :math:`n` Gaussian logits of spread :math:`\sigma` the entropy of the softmax
+    tends to :math:`\ln n - \sigma^2/2` as :math:`n` grows.  Going from :math:`L` to
+    :math:`sL` keys adds :math:`\ln s`; multiplying the logits by :math:`a^2` (the
+    factor :math:`a` on query and key) removes :math:`(a^4 - 1)\sigma^2/2`.  The two
+    cancel at
+
+    .. math:: \sigma_\ast = \sqrt{\frac{2\ln s}{a^4 - 1}}, \qquad
+              a = 0.1\ln s + 1 \text{ by default,}
+
+    which tends to :math:`\sqrt 5` as :math:`s \to 1` for the default :math:`a`.
+
+    Raises
+    ------
+    TypeError
+        If ``factor`` or ``attention_factor`` is not a real number.
+    ValueError
+        If ``factor`` <= 1 or ``attention_factor`` <= 1.
+
+    Examples
+    --------
+    >>> round(entropy_matching_spread(8.0), 4)
+    1.9192
+    """
+    s = check_real(factor, "factor")
+    if s <= 1:
+        raise ValueError(f"factor must be > 1, got {factor!r}")
+    if attention_factor is None:
+        a = 0.1 * math.log(s) + 1.0
+    else:
+        a = check_real(attention_factor, "attention_factor")
+        if a <= 1:
+            raise ValueError(f"attention_factor must be > 1, got {attention_factor!r}")
+    return math.sqrt(2 * math.log(s) / (a**4 - 1))

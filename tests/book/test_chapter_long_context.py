@@ -259,6 +259,129 @@ def test_entropy_approximation_and_sigma_star():
     assert removed["3"] > 1.2                    # 'overshooting'
 
 
+# -- why YaRN's ramp and temperature take their form (lc-yarn-why) --------------------
+
+
+@FAST
+@given(st.floats(1e-3, 3.0), st.integers(2, 3000))
+def test_a_pair_that_turned_fully_saw_every_angle_within_one_step(theta, length):
+    """'once (L - 1) theta_i >= 2 pi every angle lies within one step theta_i of an angle
+    the pair saw in training; short of a turn, an arc of 2 pi - (L - 1) theta_i was
+    never seen'."""
+    angles = np.sort(np.arange(length) * theta % (2 * np.pi))
+    gaps = np.diff(np.concatenate([angles, [angles[0] + 2 * np.pi]]))
+    arc = (length - 1) * theta
+    if arc >= 2 * np.pi:
+        assert gaps.max() <= theta + 1e-9
+    else:
+        assert gaps.max() == pytest.approx(max(theta, 2 * np.pi - arc), abs=1e-9)
+
+
+def test_interpolating_by_s_maps_sL_back_onto_the_trained_arc():
+    """'dividing by s brings offset sL - 1 back to within one step of the end of the
+    trained arc': (sL - 1) theta / s - (L - 1) theta = (1 - 1/s) theta."""
+    slow = L / LAM < 1
+    reach = (S * L - 1) * THETA[slow] / S
+    trained = (L - 1) * THETA[slow]
+    np.testing.assert_allclose(reach - trained, (1 - 1 / S) * THETA[slow], rtol=1e-9)
+    assert np.all(reach - trained < THETA[slow])
+
+
+def test_dividing_slow_pairs_by_less_than_s_leaves_unseen_angles_by_more_wastes_them():
+    """'a smaller divisor leaves unseen angles, a larger one costs resolution for
+    nothing': at sL, slow pairs divided by s/2 go past their trained arc; divided by 2s
+    they stay on half of it (the other half of the trained arc goes unused)."""
+    slow = L / LAM < 1
+    less = lc.angle_reach(THETA[slow] / (S / 2), THETA[slow], L, S * L)
+    exact = lc.angle_reach(THETA[slow] / S, THETA[slow], L, S * L)
+    more = lc.angle_reach(THETA[slow] / (2 * S), THETA[slow], L, S * L)
+    assert np.all(less > 1.9) and np.all(exact < 1.001) and np.all(more < 0.501)
+
+
+def test_yarn_regions_page_numbers_and_the_papers_thresholds():
+    """'21 pairs extrapolated, 25 blended, 18 interpolated, factor 1.2079': the code's
+    ramp (pair index) and the paper's thresholds (r > 32, r < 1) count the same here."""
+    r = lc.yarn_regions(D, {"rope_type": "yarn", "factor": float(S),
+                            "original_max_position_embeddings": L})
+    turns = L / LAM
+    assert (r["extrapolated"], r["blended"], r["interpolated"]) == (21, 25, 18)
+    assert r["extrapolated"] == int((turns > 32).sum())
+    assert r["interpolated"] == int((turns < 1).sum())
+    assert r["attention_factor"] == pytest.approx(0.1 * math.log(S) + 1, rel=1e-15)
+
+
+@FAST
+@given(even_d.filter(lambda d: d >= 8), bases, st.sampled_from([256, 2048, 4096, 32768]),
+       st.floats(1.5, 64.0), st.sampled_from([(32.0, 1.0), (16.0, 2.0), (8.0, 8.0)]))
+def test_yarn_regions_partition_the_pairs(d, base, length, s, betas):
+    fast, slow = betas
+    params = {"rope_type": "yarn", "factor": s, "rope_theta": base,
+              "original_max_position_embeddings": length,
+              "beta_fast": fast, "beta_slow": slow}
+    r = lc.yarn_regions(d, params)
+    assert r["extrapolated"] + r["blended"] + r["interpolated"] == d // 2
+    lam = posenc.wavelengths(d, base)
+    turns = length / lam
+    inv, _ = rope_frequencies(d, params)
+    scale = posenc.inverse_frequencies(d, base) / inv
+    kept = np.isclose(scale, 1.0, rtol=1e-12, atol=0)
+    divided = np.isclose(scale, s, rtol=1e-12, atol=0)
+    assert kept.sum() == r["extrapolated"] and divided.sum() == r["interpolated"]
+    # pairs left alone turned at least beta_fast times (pair 0 is kept even below: the
+    # authors' code clips the ramp's start at pair 0); pairs divided by s turned < beta_slow
+    assert np.all(turns[1:][kept[1:]] >= fast * (1 - 1e-12))
+    assert np.all(turns[divided] <= slow * (1 + 1e-12))
+
+
+@pytest.mark.parametrize("params, error, fragment", [
+    ({"rope_type": "linear", "factor": 2.0}, ValueError, "must be 'yarn'"),
+    ({"rope_type": "yarn"}, ValueError, "'factor'\\] is required"),
+    ([("rope_type", "yarn")], TypeError, "rope_parameters must be a dict"),
+    ({"rope_type": "yarn", "factor": 2.0, "beta_fast": 1.0, "beta_slow": 2.0,
+      "original_max_position_embeddings": 64},
+     ValueError, "beta_fast"),
+])
+def test_yarn_regions_bad_input(params, error, fragment):
+    with pytest.raises(error, match=fragment):
+        lc.yarn_regions(16, params)
+
+
+def test_entropy_matching_spread():
+    """'sigma_* tends to sqrt 5 as s -> 1 and moves only to 1.92 at s = 8 and 1.74 at
+    s = 32', and at sigma_*(s) the factor brings the entropy at sL back to that at L."""
+    assert lc.entropy_matching_spread(1 + 1e-9) == pytest.approx(math.sqrt(5), rel=1e-6)
+    stars = [lc.entropy_matching_spread(s) for s in (2, 8, 32)]
+    assert stars == sorted(stars, reverse=True)
+    assert [round(x, 2) for x in stars] == [2.12, 1.92, 1.74]
+    c2 = (0.1 * math.log(S) + 1) ** 2
+    assert lc.entropy_matching_spread(S) == pytest.approx(
+        math.sqrt(2 * math.log(S) / (c2**2 - 1)), rel=1e-15)
+    assert lc.entropy_matching_spread(4.0, 1.5) == pytest.approx(
+        math.sqrt(2 * math.log(4) / (1.5**4 - 1)), rel=1e-15)
+    rng = np.random.default_rng(1)
+    n, s = 2048, 4
+    sigma = lc.entropy_matching_spread(s)
+    z = rng.normal(scale=sigma, size=(128, s * n))
+    scale = (0.1 * math.log(s) + 1) ** 2
+    h_n = lc.softmax_entropy(z[:, :n]).mean()
+    h_sn = lc.softmax_entropy(z).mean()
+    h_back = lc.softmax_entropy(z * scale).mean()
+    assert h_sn - h_n > 0.9 * math.log(s)
+    assert abs(h_back - h_n) < 0.15 * (h_sn - h_n)
+
+
+@pytest.mark.parametrize("args, error, fragment", [
+    ((1.0,), ValueError, "factor must be > 1"),
+    ((0.5,), ValueError, "factor must be > 1"),
+    (("8",), TypeError, "factor must be a real number"),
+    ((8.0, 1.0), ValueError, "attention_factor must be > 1"),
+    ((8.0, True), TypeError, "attention_factor must be a real number"),
+])
+def test_entropy_matching_spread_bad_input(args, error, fragment):
+    with pytest.raises(error, match=fragment):
+        lc.entropy_matching_spread(*args)
+
+
 def test_deepseek_moves_the_temperature_into_the_softmax_scale():
     """'the factor on cos and sin is exactly 1; ... multiplies its softmax scale'."""
     from transformers.models.deepseek_v3.modeling_deepseek_v3 import yarn_apply_mscale

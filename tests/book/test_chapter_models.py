@@ -91,6 +91,34 @@ def test_olmo3_config_scales_only_the_full_attention_layers():
     assert c.rope_parameters["sliding_attention"]["rope_type"] == "default"
 
 
+def test_olmo3_yarn_reaches_only_the_full_attention_layers_in_the_model():
+    """'its model builds one set of frequencies per layer type', with the released
+    script's YaRN (factor 8, beta_fast 32, beta_slow 1, from 8,192 tokens): the
+    full-attention frequencies are posenc's yarn rule (19 pairs left alone, 29 divided
+    by 8, 16 blended, factor 1.2079), the sliding-window ones plain RoPE."""
+    from transformers import Olmo3Config
+    from transformers.models.olmo3.modeling_olmo3 import Olmo3RotaryEmbedding
+
+    from posenc.analysis.long_context import yarn_regions
+
+    params = {"rope_type": "yarn", "factor": 8.0, "beta_fast": 32.0, "beta_slow": 1.0,
+              "original_max_position_embeddings": 8192}
+    c = Olmo3Config(num_hidden_layers=4, hidden_size=4096, num_attention_heads=32,
+                    max_position_embeddings=65_536, rope_theta=500_000.0,
+                    rope_scaling=dict(params))
+    rotary = Olmo3RotaryEmbedding(config=c)
+    ours = dict(params, rope_theta=500_000.0)
+    inv, att = rope_frequencies(128, ours)
+    np.testing.assert_allclose(rotary.full_attention_inv_freq.double().numpy(), inv, rtol=1e-6)
+    assert rotary.full_attention_attention_scaling == pytest.approx(att)
+    np.testing.assert_allclose(rotary.sliding_attention_inv_freq.double().numpy(),
+                               posenc.inverse_frequencies(128, 500_000.0), rtol=1e-6)
+    assert rotary.sliding_attention_attention_scaling == 1.0
+    r = yarn_regions(128, ours)
+    assert (r["extrapolated"], r["interpolated"], r["blended"]) == (19, 29, 16)
+    assert r["attention_factor"] == pytest.approx(0.1 * math.log(8) + 1)
+
+
 def test_every_model_with_a_length_has_a_slow_pair_that_never_turned():
     for d in atlas():
         if d.training_length is not None:
@@ -480,3 +508,23 @@ def test_streaming_llm_cache_positions_bound_the_offset():
         assert kept.size == min(n_seen, n_sink + n_recent)
         assert np.all(np.diff(kept) > 0) and kept[-1] == n_seen - 1
         assert kept.size - 1 <= 1023 and (n_seen < 1025 or kept[-1] - kept[0] == n_seen - 1)
+
+
+# -- STRING (models-longer) ----------------------------------------------------------------
+
+
+def test_string_drops_the_rarest_offsets_of_llama31s_training_length():
+    """The chapter's STRING paragraph: with the README's S = int(0.33 L) and W = 128 at
+    L = 131,072, the largest offset is below L, the offsets above it are about a tenth
+    of a full-length sequence's pairs (close to ((S - W)/L)^2), the rarest offset kept
+    occurs L - far times and the largest dropped one once."""
+    from posenc.analysis.remap import offset_counts, string_offsets
+
+    L = 131_072
+    S = int(0.33 * L)
+    far = int(string_offsets(L - 1, np.arange(L), shift=S, window=128).max())
+    counts = offset_counts(L)
+    dropped = counts[far + 1:].sum() / counts.sum()
+    assert far == L - 1 - S + 128 < L
+    assert 0.10 < dropped < 0.11 and abs(dropped - ((S - 128) / L) ** 2) < 1e-4
+    assert counts[far] == L - far == 43_126 and counts[-1] == 1
