@@ -102,7 +102,10 @@ intersphinx_mapping: dict = {}  # no network at build time
 
 exclude_patterns = ["_build", "**.ipynb_checkpoints", "Thumbs.db", ".DS_Store"]
 templates_path = [str(ROOT / "docs" / "_templates")]
-html_static_path = [str(ROOT / "docs" / "_static")]
+# posenc-interactive.{js,css} ship with the package (posenc/figures/static): an
+# interactive figure's output carries them inline for Jupyter and Colab, and the site
+# serves them once per page instead (docs/_ext/posenc_figures.py strips the copies).
+html_static_path = [str(ROOT / "docs" / "_static"), str(ROOT / "posenc" / "figures" / "static")]
 html_css_files = ["posenc.css", "posenc-interactive.css"]
 # posenc-interactive.js draws the interactive figures (posenc.figures.interactive) from
 # the data the page's cells computed; a few KB of hand-written SVG drawing, no library.

@@ -92,9 +92,11 @@ def is_notebook_page(app: Sphinx, pagename: str) -> bool:
 
 
 def _data_files(app: Sphinx, pagename: str) -> list[str]:
-    """The committed data files (not Python sources) the page's execution read."""
+    """The committed data files (not Python sources) the page's execution read; those
+    inside the package (the atlas's configs, the interactive figures' renderer) come with
+    the installed posenc."""
     deps = getattr(app.env, "posenc_deps", {}).get(pagename, {})
-    return sorted(f for f in deps if not f.endswith(".py"))
+    return sorted(f for f in deps if not f.endswith(".py") and not f.startswith("posenc/"))
 
 
 def launch_urls(app: Sphinx, pagename: str) -> dict[str, str]:
