@@ -140,6 +140,10 @@ posenc_cache_root = str(BUILD_DIR / ".jupyter_cache" / BOOK_LANG)
 # are computed once.  The kernels inherit this variable; without it (library use, pytest)
 # nothing is memoised.  POSENC_MEMO_DIR="" builds without it.
 os.environ.setdefault("POSENC_MEMO_DIR", str(BUILD_DIR / ".memo"))
+# Figures carry their phone variant (served through <picture>, posenc_figures) only in
+# the book's build: posenc.figures._style.PHONE_ENV.  A downloaded notebook run in
+# Jupyter or Colab gets one PNG per figure.
+os.environ["POSENC_PHONE_FIGURES"] = "1"
 # The languages build in parallel (nox -s docs); executing the pages in opposite orders
 # lets one language find the memo entries the other wrote instead of computing them too.
 posenc_read_order = "reversed" if BOOK_LANG == "zh" else "sorted"

@@ -407,6 +407,21 @@ def test_notebook_download_for_every_chapter(site):
         assert (site / lang / "_sources" / f"{name}.ipynb").is_file(), f"{lang}/{name}"
 
 
+def test_download_menu_says_what_each_entry_is(site):
+    """Not the theme's bare ".ipynb / .md / .pdf": executed notebook, MyST source, print."""
+    want = {
+        "en": ["Notebook, executed (.ipynb)", "MyST source (.md)", "Print or save as PDF"],
+        "zh": ["已执行的笔记本（.ipynb）", "MyST 源文件（.md）", "打印或存为 PDF"],
+    }
+    notebooks = set(_notebook_pages(site))
+    for lang, name in discover_pages(site):
+        soup = _soup(site / lang / f"{name}.html")
+        texts = [" ".join(item.get_text().split())
+                 for item in soup.select(".dropdown-download-buttons .dropdown-item")]
+        expected = want[lang] if (lang, name) in notebooks else want[lang][1:]
+        assert texts == expected, f"{lang}/{name}: {texts}"
+
+
 def test_launch_links_for_every_chapter(site):
     pages = _notebook_pages(site)
     if not pages:
