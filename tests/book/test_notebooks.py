@@ -495,7 +495,8 @@ def test_a_downloaded_notebook_runs_in_a_fresh_kernel(tmp_path, lang, name, old,
     runner = tmp_path / "run.py"
     runner.write_text(RUNNER, encoding="utf-8")
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "POSENC_MEMO_DIR", "VIRTUAL_ENV")}
+           if k not in ("PYTHONPATH", "POSENC_MEMO_DIR", "VIRTUAL_ENV",
+                        "POSENC_PHONE_FIGURES")}  # a reader's kernel: none of the build's
     if not in_ci() and "POSENC_DOCS_PYTHON" not in os.environ:
         # a workstation's environment may hold another checkout's posenc: this one's
         env["PYTHONPATH"] = str(ROOT)
