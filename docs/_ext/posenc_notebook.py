@@ -70,10 +70,15 @@ INSTALL_CODE = (
     "    %pip install --quiet -r {raw}/requirements/notebooks.txt -c {raw}/requirements/constraints.txt"
     " \"posenc @ git+{repo}@{ref}\"\n"
 )
+FETCH_INTRO = {
+    "en": ("# The committed results this chapter reads: {files_text} beside the notebook\n"
+           "# (or at that path in a folder above it) is read as it is; else it is downloaded.\n"),
+    "zh": ("# 本章读取仓库里提交的结果文件：笔记本旁边有 {files_text}（或上层目录里有同样路径的\n"
+           "# 文件）时直接读取，不联网；没有时才下载。\n"),
+}
 FETCH_CODE = (
     "\n"
-    "# The committed results this chapter reads: {files_text} beside the notebook\n"
-    "# (or at that path in a folder above it) is read as it is; else it is downloaded.\n"
+    "{intro}"
     "import os\n"
     "import pathlib\n"
     "import urllib.request\n"
@@ -622,7 +627,8 @@ def install_source(lang: str, *, page: str, title: str, url: str, repo: str, ref
     if data_files:
         files = {f: RESULTS_VARIABLES.get(f) for f in sorted(data_files)}
         names = ", ".join(pathlib.PurePosixPath(f).name for f in files)
-        text += FETCH_CODE.format(files=files, raw=raw, files_text=names)
+        intro = FETCH_INTRO.get(lang, FETCH_INTRO["en"]).format(files_text=names)
+        text += FETCH_CODE.format(files=files, raw=raw, intro=intro)
     return text
 
 
