@@ -514,6 +514,15 @@ def _assigns(source: str, name: str) -> bool:
                for t in (s.targets if isinstance(s, ast.Assign) else [s.target]))
 
 
+def _display_after_assignment(source: str, name: str) -> str:
+    """``source`` with ``display(name)`` after the last top-level assignment of ``name``."""
+    tree = ast.parse(source)
+    end = max(s.end_lineno or s.lineno for s in tree.body
+              if isinstance(s, (ast.Assign, ast.AnnAssign)) and _assigns(ast.unparse(s), name))
+    lines = source.split("\n")
+    return "\n".join([*lines[:end], f"display({name})", *lines[end:]])
+
+
 def _ends_with_expression(source: str) -> bool:
     tree = ast.parse(source)
     return bool(tree.body) and isinstance(tree.body[-1], ast.Expr)
@@ -574,8 +583,13 @@ def convert(nb: Any, glue: dict[str, Any], resolver: Resolver, install: str) -> 
                 # now ends with the figure, and shows it when run.
                 key = stripped.figures[0][0]
                 if _ends_with_expression(previous.source):
-                    previous.source += f"\ndisplay({name})"
-                    previous.outputs.append(_figure_output(glue[key], "display", None))
+                    # its last expression stays its result: the figure is shown right
+                    # after it is drawn, and its output comes before that result
+                    previous.source = _display_after_assignment(previous.source, name)
+                    shown = _figure_output(glue[key], "display", None)
+                    at = next((i for i, o in enumerate(previous.outputs)
+                               if o.output_type == "execute_result"), len(previous.outputs))
+                    previous.outputs.insert(at, shown)
                 else:
                     previous.source += f"\n{name}"
                     previous.outputs.append(_figure_output(

@@ -227,6 +227,26 @@ def test_a_figure_cell_shows_its_figure_and_the_glue_cell_is_gone():
     assert "glue" not in "".join(c.source for c in code)
 
 
+def test_a_figure_cell_keeps_its_own_result():
+    """A figure cell that ends with another value still shows that value as its result;
+    the figure is displayed where it is drawn, and its output comes first."""
+    import nbformat
+
+    out = _figure_page("fig = pf.g(1)\nlam = f(2)\nlam", 'glue("fig", fig, display=False)')
+    code = [c for c in out.cells if c.cell_type == "code"][-1]
+    assert code.source == "fig = pf.g(1)\ndisplay(fig)\nlam = f(2)\nlam"
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("fig = pf.g(1)\nlam = f(2)\nlam")
+    cell.outputs = [nbformat.v4.new_output("execute_result", {"text/plain": "3"},
+                                           execution_count=4)]
+    hidden = nbformat.v4.new_code_cell('glue("fig", fig, display=False)')
+    nb.cells = [cell, hidden, nbformat.v4.new_markdown_cell("```{glue:figure} fig\nC.\n```")]
+    glue = {"fig": {"data": {"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"}}}
+    code = [c for c in pn.convert(nb, glue, FakeResolver(), "").cells
+            if c.cell_type == "code"][-1]
+    assert [o.output_type for o in code.outputs] == ["display_data", "execute_result"]
+
+
 def test_a_figure_drawn_in_a_hidden_cell_is_shown_there():
     out = _figure_page("x = 1", 'record = 0\nglue("fig", pf.f(x,\n     y=2), display=False)\n'
                                 'z = 3')
