@@ -102,7 +102,10 @@ intersphinx_mapping: dict = {}  # no network at build time
 
 exclude_patterns = ["_build", "**.ipynb_checkpoints", "Thumbs.db", ".DS_Store"]
 templates_path = [str(ROOT / "docs" / "_templates")]
-html_static_path = [str(ROOT / "docs" / "_static")]
+# posenc-interactive.{js,css} ship with the package (posenc/figures/static): an
+# interactive figure's output carries them inline for Jupyter and Colab, and the site
+# serves them once per page instead (docs/_ext/posenc_figures.py strips the copies).
+html_static_path = [str(ROOT / "docs" / "_static"), str(ROOT / "posenc" / "figures" / "static")]
 html_css_files = ["posenc.css", "posenc-interactive.css"]
 # posenc-interactive.js draws the interactive figures (posenc.figures.interactive) from
 # the data the page's cells computed; a few KB of hand-written SVG drawing, no library.
@@ -137,6 +140,10 @@ posenc_cache_root = str(BUILD_DIR / ".jupyter_cache" / BOOK_LANG)
 # are computed once.  The kernels inherit this variable; without it (library use, pytest)
 # nothing is memoised.  POSENC_MEMO_DIR="" builds without it.
 os.environ.setdefault("POSENC_MEMO_DIR", str(BUILD_DIR / ".memo"))
+# Figures carry their phone variant (served through <picture>, posenc_figures) only in
+# the book's build: posenc.figures._style.PHONE_ENV.  A downloaded notebook run in
+# Jupyter or Colab gets one PNG per figure.
+os.environ["POSENC_PHONE_FIGURES"] = "1"
 # The languages build in parallel (nox -s docs); executing the pages in opposite orders
 # lets one language find the memo entries the other wrote instead of computing them too.
 posenc_read_order = "reversed" if BOOK_LANG == "zh" else "sorted"

@@ -291,7 +291,7 @@ THEME_ENGLISH = [
     "Fullscreen mode", "The posenc authors",
 ]
 #: Words a Chinese page may show outside its text: names, and what is not English.
-CHROME_ALLOWED = {"English", "Binder", "Colab", "Ctrl", "K", "PDF", "ipynb", "md", "pdf",
+CHROME_ALLOWED = {"English", "Binder", "Colab", "Ctrl", "K", "PDF", "ipynb", "md", "pdf", "MyST",
                   "posenc", "RoPE", "API", "ALiBi", "NTK", "YaRN", "LongRoPE", "PI"}
 
 CHROME_WORDS_JS = """

@@ -17,12 +17,18 @@ it and the two become one :class:`picture` node::
 so a phone downloads only the phone variant, a desktop only the desktop one, and the
 link (and ``posenc.js``'s enlarged view) opens the desktop figure.  Other builders get
 the desktop image alone.
+
+The interactive figures' HTML outputs carry their renderer and stylesheet inline (so that
+a notebook runs them in Jupyter or Colab); the site loads both once per page
+(``html_js_files``, ``html_css_files``), so here the inline copies are taken out of the
+page, which renders exactly as before.
 """
 
 from __future__ import annotations
 
 import hashlib
 import posixpath
+import re
 import urllib.parse
 from binascii import a2b_base64
 
@@ -32,6 +38,15 @@ from docutils import nodes
 #: build must not import the package it documents before the kernels do)
 PHONE_KEY = "posenc_phone"
 PHONE_MAX_VIEWPORT_PX = 600
+
+
+#: posenc.figures.interactive.INLINE_CLASS: the inline renderer and stylesheet
+INLINE = re.compile(r'<(style|script) class="posenc-ifig-inline">.*?</\1>', re.S)
+
+
+def strip_inline_renderer(html: str) -> str:
+    """An interactive figure's HTML output without its inline renderer and stylesheet."""
+    return INLINE.sub("", html)
 
 
 class picture(nodes.General, nodes.Element):
@@ -109,8 +124,29 @@ def visit_picture_other(self, node: picture) -> None:
     raise nodes.SkipNode
 
 
+def _wrap_render_text_html() -> None:
+    from myst_nb.core.render import NbElementRenderer
+
+    if getattr(NbElementRenderer.render_text_html, "_posenc", False):
+        return
+    original = NbElementRenderer.render_text_html
+
+    def render_text_html(self, data):
+        out = original(self, data)
+        for i, node in enumerate(out):
+            if isinstance(node, nodes.raw) and 'class="posenc-ifig-inline"' in node.astext():
+                out[i] = nodes.raw(text=strip_inline_renderer(node.astext()),
+                                   format=node.get("format", "html"),
+                                   classes=list(node.get("classes", [])))
+        return out
+
+    render_text_html._posenc = True  # type: ignore[attr-defined]
+    NbElementRenderer.render_text_html = render_text_html
+
+
 def setup(app) -> None:
     _wrap_render_image()
+    _wrap_render_text_html()
     app.add_node(picture, html=(visit_picture_html, None),
                  latex=(visit_picture_other, None), text=(visit_picture_other, None),
                  man=(visit_picture_other, None), texinfo=(visit_picture_other, None))

@@ -16,20 +16,28 @@ download a real notebook instead:
    images attached to the cell with their captions, ``{doctest}`` blocks into Python code
    blocks, and label targets and comments dropped.  Anything MyST left that the converter
    does not know is an error, so a new role cannot leak into the downloads unnoticed.
-   Code cells keep their source and outputs; the bookkeeping cells hidden on the page stay
+   Code cells keep their source and outputs; the other cells hidden on the page stay
    (the notebook must run top to bottom) but are collapsed.
-3. **Install cell.**  A first code cell installs the book's pinned requirements and
-   posenc at the commit that built the site where posenc is missing (Colab, a bare
-   kernel), and fetches the committed data files the chapter reads (benchmark and
-   experiment results) when they are not beside the notebook.
+   Glue is bookkeeping of the site: every ``glue(...)`` call, the ``myst_nb`` import and
+   the page's glue-only helpers are taken out of the code (:func:`strip_glue`), cells
+   left empty are dropped, and a glued figure is shown by the cell that draws it (the
+   figure as its last expression, or ``display(...)``), with the executed image as that
+   cell's output; the markdown keeps the caption.  Edited and run again, the cell draws
+   the new figure.  The phone variants of figures (for the site's ``<picture>``) are
+   left out.
+3. **Install cell.**  A first code cell installs ``requirements/notebooks.txt`` (what
+   the chapters import, pinned) and posenc at the commit that built the site where posenc
+   is missing (Colab, a bare kernel), and fetches the committed data files the chapter
+   reads (benchmark and experiment results) unless they are beside the notebook.
 
 :func:`write_notebook` is what ``posenc_site`` calls for the download menu.
 """
 
 from __future__ import annotations
 
-import base64
+import ast
 import json
+import pathlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,22 +67,44 @@ INSTALL_CODE = (
     "import importlib.util\n"
     "\n"
     "if importlib.util.find_spec(\"posenc\") is None:\n"
-    "    %pip install --quiet -r {raw}/requirements/docs.txt -c {raw}/requirements/constraints.txt"
+    "    %pip install --quiet -r {raw}/requirements/notebooks.txt -c {raw}/requirements/constraints.txt"
     " \"posenc @ git+{repo}@{ref}\"\n"
 )
+FETCH_INTRO = {
+    "en": ("# The committed results this chapter reads: {files_text} beside the notebook\n"
+           "# (or at that path in a folder above it) is read as it is; else it is downloaded.\n"),
+    "zh": ("# 本章读取仓库里提交的结果文件：笔记本旁边有 {files_text}（或上层目录里有同样路径的\n"
+           "# 文件）时直接读取，不联网；没有时才下载。\n"),
+}
 FETCH_CODE = (
     "\n"
-    "# The committed results this chapter reads, when they are not beside the notebook.\n"
+    "{intro}"
+    "import os\n"
     "import pathlib\n"
     "import urllib.request\n"
     "\n"
-    "for rel in {files!r}:\n"
-    "    here = pathlib.Path.cwd()\n"
-    "    if not any((d / rel).is_file() for d in (here, *here.parents)):\n"
-    "        (here / rel).parent.mkdir(parents=True, exist_ok=True)\n"
-    "        urllib.request.urlretrieve(\"{raw}/\" + rel, here / rel)\n"
+    "here = pathlib.Path.cwd()\n"
+    "for rel, variable in {files!r}.items():\n"
+    "    beside = here / pathlib.PurePosixPath(rel).name\n"
+    "    if any((d / rel).is_file() for d in (here, *here.parents)):\n"
+    "        continue\n"
+    "    if beside.is_file() and variable:\n"
+    "        os.environ[variable] = str(beside)\n"
+    "        continue\n"
+    "    (here / rel).parent.mkdir(parents=True, exist_ok=True)\n"
+    "    urllib.request.urlretrieve(\"{raw}/\" + rel, here / rel)\n"
 )
+#: The environment variable through which posenc.figures reads each results file from
+#: any path (posenc/figures/bench_pages.py, gpu_bench_pages.py, experiments_pages.py).
+RESULTS_VARIABLES = {
+    "benchmarks/results.json": "POSENC_BENCH_RESULTS",
+    "benchmarks/results-gpu.json": "POSENC_GPU_RESULTS",
+    "experiments/results.json": "POSENC_EXPERIMENT_RESULTS",
+}
 INSTALL_TAG = "posenc-install"
+FIGURE_MIMES = ("image/png", "image/jpeg", "image/svg+xml")
+#: posenc.figures._style.PHONE_KEY: the phone variant of a figure, for the site only
+PHONE_KEY = "posenc_phone"
 HIDDEN_TAGS = {"remove-cell", "remove-input", "hide-cell", "hide-input"}
 
 
@@ -231,24 +261,17 @@ def _render_block(block: _Block, glue: dict[str, Any], resolver: Resolver,
                   attachments: dict[str, dict[str, str]]) -> list[str]:
     name = block.name
     if name == "glue:figure":
+        # The figure itself is the output of the cell that draws it (see _strip_glue):
+        # run again, that cell shows the new figure.  Here only its caption.
         data = _glue_data(glue, block.arg)
-        mime = next((m for m in ("image/png", "image/jpeg", "image/svg+xml") if m in data), None)
-        if mime is None:
+        if not any(m in data for m in FIGURE_MIMES):
             raise ConversionError(f"glue figure {block.arg!r} has no image")
-        ext = {"image/png": "png", "image/jpeg": "jpg", "image/svg+xml": "svg"}[mime]
-        fname = f"{block.arg}.{ext}"
-        payload = data[mime]
-        if mime == "image/svg+xml":
-            payload = base64.b64encode(payload.encode("utf-8")).decode("ascii")
-        attachments[fname] = {mime: payload}
         caption = render_inline(" ".join(ln.strip() for ln in block.body if ln.strip()),
                                 glue, resolver)
-        alt = block.options.get("alt") or caption or block.arg
-        out = [f"![{_escape(render_inline(alt, glue, resolver))}](attachment:{fname})"]
         prefix = resolver.figure_caption_prefix(block.options.get("name"))
         if caption or prefix:
-            out += ["", f"*{prefix}{caption}*".replace("**", "")]
-        return out
+            return [f"*{prefix}{caption}*".replace("**", "")]
+        return []
     if name == "glue:md":
         return _glue_data(glue, block.arg).get("text/markdown", "").splitlines()
     if name in ("glue", "glue:any"):
@@ -348,6 +371,183 @@ def convert_markdown(source: str, glue: dict[str, Any], resolver: Resolver
     return text, attachments
 
 
+# -- Glue out of the code -----------------------------------------------------------------
+
+def _is_call_to(stmt: ast.stmt, names: set[str]) -> bool:
+    return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Name) and stmt.value.func.id in names)
+
+
+def _is_glue_import(stmt: ast.stmt) -> bool:
+    if isinstance(stmt, ast.ImportFrom) and stmt.module == "myst_nb":
+        if [a.name for a in stmt.names] != ["glue"]:
+            raise ConversionError(f"import from myst_nb other than glue: {ast.unparse(stmt)}")
+        return True
+    return False
+
+
+def _bodies(stmt: ast.stmt) -> list[list[ast.stmt]]:
+    return [b for b in (getattr(stmt, f, None) for f in ("body", "orelse", "finalbody"))
+            if isinstance(b, list) and b and isinstance(b[0], ast.stmt)]
+
+
+def _glue_only(stmts: list[ast.stmt], aliases: set[str]) -> bool:
+    """Every statement is a glue call, or a block of nothing but glue calls."""
+    return all(_is_call_to(s, aliases) or _is_glue_import(s)
+               or (not isinstance(s, ast.ClassDef) and _bodies(s)
+                   and all(_glue_only(b, aliases) for b in _bodies(s)))
+               for s in stmts)
+
+
+def glue_aliases(sources: list[str]) -> set[str]:
+    """``glue`` and the functions of the page that only call it (``record(key, value)``)."""
+    aliases = {"glue"}
+    trees = [ast.parse(src) for src in sources]
+    grew = True
+    while grew:
+        grew = False
+        for tree in trees:
+            for stmt in tree.body:
+                if (isinstance(stmt, ast.FunctionDef) and stmt.name not in aliases
+                        and _glue_only(stmt.body, aliases)):
+                    aliases.add(stmt.name)
+                    grew = True
+    return aliases
+
+
+@dataclass
+class Stripped:
+    """A code cell without its glue: ``source`` ("" when nothing is left) and the glued
+    figures it now shows, as (key, "result" for its last expression or "display")."""
+
+    source: str
+    figures: list[tuple[str, str]]
+    figure_name: str | None = None  # the source is only this name, showing a figure
+
+
+def strip_glue(source: str, aliases: set[str], figure_keys: set[str]) -> Stripped:
+    """``source`` with every glue call, glue import and glue-only function removed; a
+    glued figure is shown instead (its value as the cell's last expression, else
+    ``display(value)``), so that running the cell draws it."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise ConversionError(f"a code cell is not Python: {exc}") from None
+    lines = source.split("\n")
+    drop: list[tuple[int, int]] = []
+    shows: list[tuple[ast.stmt, str, str]] = []  # (statement, key, value source)
+
+    def visit(stmts: list[ast.stmt], top: bool) -> bool:
+        """Mark what goes; True when every statement of ``stmts`` goes."""
+        gone = 0
+        for stmt in stmts:
+            key = None
+            if _is_call_to(stmt, aliases):
+                call = stmt.value  # type: ignore[attr-defined]
+                if call.args and isinstance(call.args[0], ast.Constant):
+                    key = call.args[0].value
+                if key in figure_keys:
+                    if not top or len(call.args) < 2:
+                        raise ConversionError(f"glue figure {key!r} is glued inside a block")
+                    shows.append((stmt, key, ast.get_source_segment(source, call.args[1])))
+                    continue
+                drop.append((stmt.lineno, stmt.end_lineno or stmt.lineno))
+                gone += 1
+            elif _is_glue_import(stmt) or (isinstance(stmt, ast.FunctionDef)
+                                           and stmt.name in aliases):
+                drop.append((stmt.lineno, stmt.end_lineno or stmt.lineno))
+                gone += 1
+            elif _bodies(stmt) and not isinstance(stmt, ast.ClassDef):
+                start = len(drop)
+                emptied = [visit(b, False) for b in _bodies(stmt)]
+                if all(emptied):
+                    del drop[start:]
+                    drop.append((stmt.lineno, stmt.end_lineno or stmt.lineno))
+                    gone += 1
+                elif any(emptied):
+                    raise ConversionError("a block left empty without its glue calls: "
+                                          + ast.unparse(stmt)[:80])
+        return gone == len(stmts)
+
+    visit(tree.body, True)
+    kept = [s for s in tree.body
+            if not any(a <= s.lineno and (s.end_lineno or s.lineno) <= b for a, b in drop)]
+    figures = []
+    replace: dict[int, tuple[int, str]] = {}
+    for stmt, key, value in shows:
+        last = stmt is kept[-1]
+        replace[stmt.lineno] = (stmt.end_lineno or stmt.lineno,
+                                value if last else f"display({value})")
+        figures.append((key, "result" if last else "display"))
+    out: list[str] = []
+    i = 1
+    while i <= len(lines):
+        if i in replace:
+            end, text = replace[i]
+            indent = lines[i - 1][:len(lines[i - 1]) - len(lines[i - 1].lstrip())]
+            out += [indent + ln if j == 0 else ln for j, ln in enumerate(text.split("\n"))]
+            i = end + 1
+            continue
+        span = next(((a, b) for a, b in drop if a <= i <= b), None)
+        if span:
+            i = span[1] + 1
+            continue
+        out.append(lines[i - 1])
+        i += 1
+    text = re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip("\n")
+    if not any(ln.strip() and not ln.lstrip().startswith("#") for ln in text.split("\n")):
+        text = ""
+    new = ast.parse(text)  # still Python
+    left = sorted({n.id for n in ast.walk(new) if isinstance(n, ast.Name) and n.id in aliases})
+    if left:
+        raise ConversionError(f"glue left in a code cell: {left} in {text[:80]!r}")
+    only = (len(new.body) == 1 and isinstance(new.body[0], ast.Expr)
+            and isinstance(new.body[0].value, ast.Name) and len(figures) == 1
+            and figures[0][1] == "result")
+    return Stripped(text, figures, new.body[0].value.id if only else None)  # type: ignore
+
+
+def _assigns(source: str, name: str) -> bool:
+    tree = ast.parse(source)
+    return any(isinstance(t, ast.Name) and t.id == name
+               for s in tree.body if isinstance(s, (ast.Assign, ast.AnnAssign))
+               for t in (s.targets if isinstance(s, ast.Assign) else [s.target]))
+
+
+def _display_after_assignment(source: str, name: str) -> str:
+    """``source`` with ``display(name)`` after the last top-level assignment of ``name``."""
+    tree = ast.parse(source)
+    end = max(s.end_lineno or s.lineno for s in tree.body
+              if isinstance(s, (ast.Assign, ast.AnnAssign)) and _assigns(ast.unparse(s), name))
+    lines = source.split("\n")
+    return "\n".join([*lines[:end], f"display({name})", *lines[end:]])
+
+
+def _ends_with_expression(source: str) -> bool:
+    tree = ast.parse(source)
+    return bool(tree.body) and isinstance(tree.body[-1], ast.Expr)
+
+
+def _figure_output(glued: dict[str, Any], kind: str, count: int | None) -> Any:
+    import nbformat
+
+    data = {k: v for k, v in glued.get("data", {}).items()
+            if k in FIGURE_MIMES or k == "text/plain"}
+    metadata = {k: v for k, v in glued.get("metadata", {}).items()
+                if k in FIGURE_MIMES}
+    if kind == "result":
+        return nbformat.v4.new_output("execute_result", data, metadata=metadata,
+                                      execution_count=count)
+    return nbformat.v4.new_output("display_data", data, metadata=metadata)
+
+
+def _drop_phone_variants(output: Any) -> None:
+    """The phone variants of figures are for the site's <picture>; not in a notebook."""
+    for meta in output.get("metadata", {}).values():
+        if isinstance(meta, dict):
+            meta.pop(PHONE_KEY, None)
+
+
 def convert(nb: Any, glue: dict[str, Any], resolver: Resolver, install: str) -> Any:
     """The executed MyST-NB notebook ``nb`` as a plain Jupyter notebook (a new object).
 
@@ -359,6 +559,9 @@ def convert(nb: Any, glue: dict[str, Any], resolver: Resolver, install: str) -> 
     import nbformat
 
     out = nbformat.v4.new_notebook()
+    figure_keys = {k for k, v in glue.items()
+                   if any(m in v.get("data", {}) for m in FIGURE_MIMES)}
+    aliases = glue_aliases([c.source for c in nb.cells if c.cell_type == "code"])
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             text, attachments = convert_markdown(cell.source, glue, resolver)
@@ -369,10 +572,36 @@ def convert(nb: Any, glue: dict[str, Any], resolver: Resolver, install: str) -> 
                 new["attachments"] = attachments
             out.cells.append(new)
         elif cell.cell_type == "code":
-            new = nbformat.v4.new_code_cell(cell.source)
-            new.outputs = [copy.deepcopy(o) for o in cell.get("outputs", [])
-                           if "scrapbook" not in o.get("metadata", {})]
-            new.execution_count = cell.get("execution_count")
+            stripped = strip_glue(cell.source, aliases, figure_keys)
+            outputs = [copy.deepcopy(o) for o in cell.get("outputs", [])
+                       if "scrapbook" not in o.get("metadata", {})]
+            count = cell.get("execution_count")
+            previous = next((c for c in reversed(out.cells) if c.cell_type == "code"), None)
+            name = stripped.figure_name
+            if name and previous is not None and _assigns(previous.source, name):
+                # The hidden cell only glued the figure the cell above drew: that cell
+                # now ends with the figure, and shows it when run.
+                key = stripped.figures[0][0]
+                if _ends_with_expression(previous.source):
+                    # its last expression stays its result: the figure is shown right
+                    # after it is drawn, and its output comes before that result
+                    previous.source = _display_after_assignment(previous.source, name)
+                    shown = _figure_output(glue[key], "display", None)
+                    at = next((i for i, o in enumerate(previous.outputs)
+                               if o.output_type == "execute_result"), len(previous.outputs))
+                    previous.outputs.insert(at, shown)
+                else:
+                    previous.source += f"\n{name}"
+                    previous.outputs.append(_figure_output(
+                        glue[key], "result", previous.execution_count))
+                continue
+            if not stripped.source:
+                continue  # bookkeeping only
+            outputs += [_figure_output(glue[key], kind, count)
+                        for key, kind in stripped.figures]
+            new = nbformat.v4.new_code_cell(stripped.source)
+            new.outputs = outputs
+            new.execution_count = count
             tags = list(cell.metadata.get("tags", []))
             if tags:
                 new.metadata["tags"] = tags
@@ -394,6 +623,8 @@ def convert(nb: Any, glue: dict[str, Any], resolver: Resolver, install: str) -> 
                     "language_info": {"name": "python"}}
     for i, cell in enumerate(out.cells):  # stable ids: same input, same bytes
         cell["id"] = f"cell-{i}"
+        for output in cell.get("outputs", []):
+            _drop_phone_variants(output)
     nbformat.validate(out)
     return out
 
@@ -408,7 +639,10 @@ def install_source(lang: str, *, page: str, title: str, url: str, repo: str, ref
         page=page, title=title, url=url, short=ref[:12]) + "\n"
     text += INSTALL_CODE.format(raw=raw, repo=repo, ref=ref)
     if data_files:
-        text += FETCH_CODE.format(files=sorted(data_files), raw=raw)
+        files = {f: RESULTS_VARIABLES.get(f) for f in sorted(data_files)}
+        names = ", ".join(pathlib.PurePosixPath(f).name for f in files)
+        intro = FETCH_INTRO.get(lang, FETCH_INTRO["en"]).format(files_text=names)
+        text += FETCH_CODE.format(files=files, raw=raw, intro=intro)
     return text
 
 

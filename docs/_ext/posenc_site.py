@@ -13,6 +13,8 @@
   replaced by this language's executed notebook converted by ``posenc_notebook``: glued
   numbers filled in, references and citations as links to the published pages, outputs
   and figures in place, and an install cell first.
+* **The download menu says what each entry is** (executed notebook, MyST source, print),
+  in the page's language.
 * **Launch on Colab / Binder.**  Colab opens only ``.ipynb`` files from GitHub, and the
   pages are MyST Markdown, so the launch links point at the converted notebooks, which
   the Pages workflow (.github/workflows/pages.yml) publishes to the branch
@@ -92,9 +94,11 @@ def is_notebook_page(app: Sphinx, pagename: str) -> bool:
 
 
 def _data_files(app: Sphinx, pagename: str) -> list[str]:
-    """The committed data files (not Python sources) the page's execution read."""
+    """The committed data files (not Python sources) the page's execution read; those
+    inside the package (the atlas's configs, the interactive figures' renderer) come with
+    the installed posenc."""
     deps = getattr(app.env, "posenc_deps", {}).get(pagename, {})
-    return sorted(f for f in deps if not f.endswith(".py"))
+    return sorted(f for f in deps if not f.endswith(".py") and not f.startswith("posenc/"))
 
 
 def launch_urls(app: Sphinx, pagename: str) -> dict[str, str]:
@@ -131,6 +135,36 @@ def notebook_page_context(
                 # translation; a Chinese sentence puts the service in the middle
                 if app.config.posenc_book_lang == "zh":
                     button["tooltip"] = f"在 {text} 中运行"
+
+
+#: What each entry of the theme's download menu is, in the page's language (the theme
+#: says only ".ipynb", ".md" and ".pdf").
+DOWNLOAD_TEXTS = {
+    "en": {
+        "download-notebook-button": "Notebook, executed (.ipynb)",
+        "download-source-button": "MyST source (.md)",
+        "download-pdf-button": "Print or save as PDF",
+    },
+    "zh": {
+        "download-notebook-button": "已执行的笔记本（.ipynb）",
+        "download-source-button": "MyST 源文件（.md）",
+        "download-pdf-button": "打印或存为 PDF",
+    },
+}
+
+
+def download_menu_texts(
+    app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree
+) -> None:
+    """After the theme's buttons: each download entry says what it gives."""
+    texts = DOWNLOAD_TEXTS.get(app.config.posenc_book_lang, DOWNLOAD_TEXTS["en"])
+    for group in context.get("header_buttons", []):
+        if group.get("label") != "download-buttons":
+            continue
+        for button in group.get("buttons", []):
+            text = texts.get(button.get("label", ""))
+            if text:
+                button["text"] = text
 
 
 # -- Chinese search ------------------------------------------------------------------
@@ -248,5 +282,6 @@ def setup(app: Sphinx) -> dict:
     app.connect("config-inited", localise_search_field)
     app.connect("doctree-resolved", set_image_alt)
     app.connect("html-page-context", notebook_page_context, priority=502)
+    app.connect("html-page-context", download_menu_texts, priority=503)
     app.connect("build-finished", complete_sitemap, priority=450)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -81,6 +81,11 @@ PHONE_MAX_VIEWPORT_PX = 600
 #: display width); the book's Sphinx extension serves it through ``<picture>``.
 PHONE_KEY = "posenc_phone"
 
+#: The environment variable that asks for the phone variant: the book's build sets it
+#: (conf.py) for its kernels.  Elsewhere (Jupyter, Colab) a figure's output is the one
+#: PNG, so a notebook run again does not grow by a second image per figure.
+PHONE_ENV = "POSENC_PHONE_FIGURES"
+
 #: PNG text chunk with the figure's smallest font size in points, so a test can work
 #: out how large its words are drawn at a given page width (tests/browser_site.py).
 MIN_FONT_KEY = "posenc-min-font-pt"
@@ -298,19 +303,21 @@ class BookFigure(Figure):
     """
 
     def _repr_png_(self):
-        """The page's figure: a PNG for desktops, with the phone variant in its metadata.
+        """The page's figure: a PNG for desktops, with the phone variant in its metadata
+        where ``$POSENC_PHONE_FIGURES`` is set (the book's build).
 
         Both are drawn from copies of this figure re-laid out by :func:`figure_variants`
         (the figure itself is left as it is, unless it cannot be copied).
         """
         import base64
+        import os
         import warnings
 
         with warnings.catch_warnings():
             # a narrowed copy may be too small for constrained layout to place every
             # panel; the words are still drawn, and the page offers the wide version
             warnings.filterwarnings("ignore", message=".*(constrained|layout).*")
-            variants = figure_variants(self)
+            variants = figure_variants(self, phone=bool(os.environ.get(PHONE_ENV)))
             desk, phone = variants["desktop"], variants["phone"]
             meta = {"width": int(round(desk.get_size_inches()[0] * DPI))}
             png = figure_to_png(desk)
@@ -574,16 +581,17 @@ def reflow_figure(fig, width_px, *, stack=False, min_pt=MIN_FONT_PT):
     return fig
 
 
-def figure_variants(fig):
+def figure_variants(fig, *, phone=True):
     """The desktop and phone versions of ``fig`` that the page shows, as new figures.
 
     ``"desktop"``: at most :data:`DESKTOP_WIDTH_PX` wide, words at least
     :data:`MIN_FONT_PT`; ``"phone"``: :data:`PHONE_WIDTH_PX` wide, panels stacked, the
     same floor; None where the figure cannot be copied (then the desktop version is
-    ``fig`` itself, re-laid out).
+    ``fig`` itself, re-laid out), or when ``phone`` is false.
     """
+    check_bool(phone, "phone")
     desk = _copy_figure(fig)
-    phone = _copy_figure(fig) if desk is not None else None
+    phone = _copy_figure(fig) if desk is not None and phone else None
     desk = reflow_figure(desk if desk is not None else fig, DESKTOP_WIDTH_PX)
     if phone is not None:
         reflow_figure(phone, PHONE_WIDTH_PX, stack=True)

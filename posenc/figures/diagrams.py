@@ -3,7 +3,7 @@
 Each function returns a :class:`Diagram`, whose notebook output is the SVG inline in
 HTML, so that it scales with the column, its words are real text in the page's font
 (CJK included) and its colours follow the theme's dark mode (CSS variables of
-``docs/_static/posenc-interactive.css``, with light fallbacks so that the SVG reads
+``posenc/figures/static/posenc-interactive.css``, with light fallbacks so that the SVG reads
 anywhere).  The drawings are 480 units wide with words of at least 15 units, so on a
 390 px phone (a column of about 350 px) the words are drawn at 11 px or more.  The
 numbers a diagram shows (bits, rotated vectors, YaRN's blend of each pair) come from

@@ -4,7 +4,10 @@ Every number a reader sees moving was computed here, by ``posenc``, when the pag
 built: each function evaluates the library over the small set of settings its controls
 span and returns an :class:`InteractiveFigure`, whose HTML output carries those values as
 JSON.  The browser only draws and switches between them
-(``docs/_static/posenc-interactive.js``).  The one piece of arithmetic done in the
+(``posenc/figures/static/posenc-interactive.js``).  The output carries that renderer and
+its stylesheet inline as well, so the figure works wherever HTML outputs run scripts
+(Jupyter, Colab) without the network; the book's site, which loads them once per page,
+removes the inline copies (``docs/_ext/posenc_figures.py``).  The one piece of arithmetic done in the
 browser is the dot product of the two 2-vectors that :func:`interactive_rope_pair`
 shows; a browser test compares it with ``posenc``.
 
@@ -30,9 +33,11 @@ True
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import math
+from importlib import resources
 from typing import Any
 
 import numpy as np
@@ -152,7 +157,8 @@ class InteractiveFigure:
     the data), ``data`` (one entry per combination of those controls, keyed by their
     option indices joined with ``","``), ``text`` (the figure's words) and ``digits``.
     The notebook output is HTML: a ``div.posenc-ifig`` holding the spec as JSON, which
-    ``posenc-interactive.js`` turns into labelled controls and an SVG drawing.
+    ``posenc-interactive.js`` turns into labelled controls and an SVG drawing; the
+    renderer and its stylesheet follow inline (marked ``class="posenc-ifig-inline"``).
     """
 
     def __init__(self, spec: dict):
@@ -169,10 +175,27 @@ class InteractiveFigure:
                 f'lang="{"zh-CN" if lang == "zh" else "en"}">'
                 f'<p class="posenc-ifig-nojs">{html.escape(label("ix_nojs", lang))}</p>'
                 f'<script type="application/json" class="posenc-ifig-data">{self.to_json()}'
-                f'</script></div>')
+                f'</script></div>{_inline_renderer()}')
 
     def __repr__(self) -> str:
         return f"<InteractiveFigure {self.spec['kind']!r}: {self.spec['title']}>"
+
+
+#: The class of the inline ``<style>`` and ``<script>`` that :meth:`InteractiveFigure.
+#: _repr_html_` appends; the book's site strips them (it loads both files once per page).
+INLINE_CLASS = "posenc-ifig-inline"
+
+
+@functools.cache
+def _inline_renderer() -> str:
+    """The renderer and its stylesheet, shipped with the package, as inline HTML."""
+    static = resources.files(__package__) / "static"
+    css = (static / "posenc-interactive.css").read_text(encoding="utf-8")
+    js = (static / "posenc-interactive.js").read_text(encoding="utf-8")
+    if "</" in css or "</script" in js.lower():
+        raise ValueError("the inline renderer must not contain '</' (it would end its element)")
+    return (f'<style class="{INLINE_CLASS}">{css}</style>'
+            f'<script class="{INLINE_CLASS}">{js}</script>')
 
 
 def _figure(kind: str, title_key: str, controls: list[dict], keys: list[str], data: dict,

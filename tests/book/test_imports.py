@@ -136,3 +136,43 @@ def test_imports_parse_magics_and_doctests(tmp_path):
     )
     mods = set().union(*(imported_modules(src) for _, src in page_code(page)))
     assert mods == {"a", "c", "e", "y"}
+
+
+# -- The notebooks' slim requirements ----------------------------------------------------
+
+NOTEBOOK_REQUIREMENTS = ROOT / "requirements" / "notebooks.txt"
+#: Imported by the pages but not by their downloaded notebooks: myst_nb's glue is taken
+#: out of the code (docs/_ext/posenc_notebook.py); IPython is the kernel itself.
+NOT_IN_NOTEBOOKS = {"myst_nb", "IPython"}
+
+
+def _pins(path: Path) -> dict[str, str]:
+    pins = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, _, version = line.partition("==")
+            assert version, f"{path.name}: {line!r} is not pinned with =="
+            pins[canonicalize_name(name)] = version
+    return pins
+
+
+def test_notebook_requirements_install_what_the_notebooks_import():
+    missing = {m: p for m, p in missing_imports(NOTEBOOK_REQUIREMENTS).items()
+               if m not in NOT_IN_NOTEBOOKS}
+    assert not missing, (
+        "downloaded notebooks import modules that requirements/notebooks.txt does not "
+        "install: " + "; ".join(f"{m} at {', '.join(p[:3])}" for m, p in missing.items()))
+
+
+def test_notebook_requirements_are_slim_and_pinned_as_the_book():
+    """Pinned to the versions of constraints.txt, and without the site's build stack."""
+    pins = _pins(NOTEBOOK_REQUIREMENTS)
+    constraints = _pins(ROOT / "requirements" / "constraints.txt")
+    for name, version in pins.items():
+        assert constraints.get(name) == version, (name, version, constraints.get(name))
+    installed = closure(requirement_names(NOTEBOOK_REQUIREMENTS))
+    for heavy in ("sphinx", "myst-nb", "sphinx-book-theme", "jupytext", "jieba",
+                  "latex2mathml", "ipykernel"):
+        assert heavy not in installed, heavy
+    assert {"numpy", "matplotlib", "torch"} <= set(pins)

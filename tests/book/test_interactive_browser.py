@@ -273,3 +273,56 @@ def test_diagrams(page, lang, width, site, base, browser):
     if external or errors:
         problems.append(f"requests off the site {external[:3]}, errors {errors[:3]}")
     assert not problems, problems
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_an_interactive_output_draws_itself_outside_the_site(lang, browser):
+    """As Jupyter and Colab show it: the cell's HTML output alone, in a page with nothing
+    else loaded and every request refused, builds its controls and draws its SVG (the
+    renderer and stylesheet come inline with the data), and a control redraws it."""
+    import posenc.figures as pf
+
+    requests: list[str] = []
+    try:
+        pf.set_language(lang)
+        figs = [pf.interactive_sinusoidal(bases=[100, 10_000], widths=[16, 32]),
+                pf.interactive_rope_pair(bases=[100, 10_000], d_model=8),
+                pf.interactive_alibi(n_heads=4, lengths=[4, 8]),
+                pf.interactive_mrope(heights=[1, 2], widths=[1, 2], text_after=[1, 2])]
+    finally:
+        pf.set_language("en")
+    context = new_context(browser)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+
+    def refuse(route):
+        requests.append(route.request.url)
+        route.abort()
+
+    page.route("**/*", refuse)
+    for fig in figs:
+        page.set_content(f"<!doctype html><html><body>{fig._repr_html_()}</body></html>")
+        root = page.locator("div.posenc-ifig")
+        root.locator("svg.pi-svg").wait_for(timeout=10_000)
+        assert root.locator(".posenc-ifig-nojs").count() == 0, fig
+        inputs = root.locator("input, select")
+        assert inputs.count() == len(fig.spec["controls"]), fig
+        plot = root.locator(".posenc-ifig-plot")
+        drawn = plot.inner_html()
+        for i in range(inputs.count()):  # some settings draw alike (RoPE's pair 0
+            control = inputs.nth(i)       # turns at 1 for any base): try each control
+            if control.evaluate("e => e.tagName") == "SELECT":
+                n = control.evaluate("e => e.options.length")
+                control.select_option(index=(int(control.input_value()) + 1) % n)
+            else:
+                control.focus()
+                page.keyboard.press("Home")  # or End, whichever end it is not at
+                if plot.inner_html() == drawn:
+                    page.keyboard.press("End")
+            if plot.inner_html() != drawn:
+                break
+        assert plot.inner_html() != drawn, f"{fig}: no control redrew it"
+    context.close()
+    assert not errors, errors
+    assert not requests, requests

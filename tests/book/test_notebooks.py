@@ -10,7 +10,8 @@ Three layers:
 * two downloaded notebooks, one per language, executed top to bottom in a fresh kernel of
   the environment ``nox -s docs`` created from requirements/docs.txt alone (the tests
   session passes its python as ``POSENC_DOCS_PYTHON``), in an empty folder, so that
-  nothing of the checkout but the installed posenc can help them.
+  nothing of the checkout but the installed posenc can help them; then one argument of a
+  figure cell is changed and the cell run again, which must draw a different figure.
 """
 
 from __future__ import annotations
@@ -139,8 +140,8 @@ def test_blocks_figures_tables_doctests_admonitions():
                    "```{glue:md} table\n:format: myst\n```\n\n"
                    "```{doctest}\n>>> 1 + 1\n2\n```\n\n"
                    "```{note}\nMind {doc}`rope`.\n```\n\n```python\nx = {1: 2}\n```")
-    assert att == {"fig.png": {"image/png": "iVBORw0KGgo="}}
-    assert "![A rising line](attachment:fig.png)" in text
+    # no frozen image: the figure is the output of the cell that draws it
+    assert att == {} and "![" not in text and "attachment:" not in text
     assert "*Fig. 3 The caption, with 0.1.*" in text
     assert "| a |\n|---|\n| 1 |" in text
     assert "```python\n>>> 1 + 1\n2\n```" in text
@@ -174,14 +175,133 @@ def test_convert_keeps_code_and_outputs_and_puts_the_install_cell_first():
     ]
     nb.cells = [nbformat.v4.new_markdown_cell("# T\n\n(lab)=\nText {glue:text}`ratio:.3f`."),
                 setup, cell]
+    hidden = nbformat.v4.new_code_cell("import math\nfrom myst_nb import glue")
+    hidden.metadata["tags"] = ["remove-cell"]
+    nb.cells = [*nb.cells, hidden]
     out = pn.convert(nb, GLUE, FakeResolver(), "print('install')")
+    # the setup cell that only imported glue is gone; the other hidden one is collapsed
     assert [c.cell_type for c in out.cells] == ["markdown", "code", "code", "code"]
     assert out.cells[0].source == "# T\n\nText 0.123."
     assert out.cells[1].source == "print('install')"
     assert out.cells[1].metadata["tags"] == [pn.INSTALL_TAG]
-    assert out.cells[2].metadata["jupyter"] == {"source_hidden": True}
-    assert [o.output_type for o in out.cells[3].outputs] == ["execute_result"]
+    assert [o.output_type for o in out.cells[2].outputs] == ["execute_result"]
+    assert out.cells[3].source == "import math"
+    assert out.cells[3].metadata["jupyter"] == {"source_hidden": True}
     assert [c.id for c in out.cells] == [f"cell-{i}" for i in range(4)]
+
+
+def _figure_page(draw: str, glue_cell: str):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    setup = nbformat.v4.new_code_cell("from myst_nb import glue\nimport posenc.figures as pf")
+    setup.metadata["tags"] = ["remove-cell"]
+    cell = nbformat.v4.new_code_cell(draw)
+    cell.execution_count = 2
+    hidden = nbformat.v4.new_code_cell(glue_cell)
+    hidden.metadata["tags"] = ["remove-cell"]
+    hidden.outputs = [nbformat.v4.new_output(
+        "display_data", {"application/papermill.record/image/png": "iVBORw0KGgo="},
+        metadata={"scrapbook": {"name": "fig"}})]
+    nb.cells = [setup, cell, hidden, nbformat.v4.new_markdown_cell(
+        "```{glue:figure} fig\n:name: fig-one\n\nThe caption.\n```")]
+    glue = {**GLUE, "fig": {"data": {"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"},
+                            "metadata": {"image/png": {"posenc_phone": {"png": "AAAA"},
+                                                       "width": 672}}}}
+    return pn.convert(nb, glue, FakeResolver(), "print('install')")
+
+
+def test_a_figure_cell_shows_its_figure_and_the_glue_cell_is_gone():
+    out = _figure_page("fig = pf.rope_scores_figure(S, base=10)",
+                       'glue("rope_x", 1.0, display=False)\n'
+                       'glue("fig", fig, display=False)')
+    code = [c for c in out.cells if c.cell_type == "code"]
+    assert [c.source for c in code[1:]] == [
+        "import posenc.figures as pf", "fig = pf.rope_scores_figure(S, base=10)\nfig"]
+    (result,) = code[2].outputs
+    assert result.output_type == "execute_result" and result.execution_count == 2
+    assert result.data == {"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"}
+    assert result.metadata == {"image/png": {"width": 672}}  # no phone variant
+    assert out.cells[-1].source == "*Fig. 3 The caption.*" and not out.cells[-1].get(
+        "attachments")
+    assert "glue" not in "".join(c.source for c in code)
+
+
+def test_a_figure_cell_keeps_its_own_result():
+    """A figure cell that ends with another value still shows that value as its result;
+    the figure is displayed where it is drawn, and its output comes first."""
+    import nbformat
+
+    out = _figure_page("fig = pf.g(1)\nlam = f(2)\nlam", 'glue("fig", fig, display=False)')
+    code = [c for c in out.cells if c.cell_type == "code"][-1]
+    assert code.source == "fig = pf.g(1)\ndisplay(fig)\nlam = f(2)\nlam"
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("fig = pf.g(1)\nlam = f(2)\nlam")
+    cell.outputs = [nbformat.v4.new_output("execute_result", {"text/plain": "3"},
+                                           execution_count=4)]
+    hidden = nbformat.v4.new_code_cell('glue("fig", fig, display=False)')
+    nb.cells = [cell, hidden, nbformat.v4.new_markdown_cell("```{glue:figure} fig\nC.\n```")]
+    glue = {"fig": {"data": {"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"}}}
+    code = [c for c in pn.convert(nb, glue, FakeResolver(), "").cells
+            if c.cell_type == "code"][-1]
+    assert [o.output_type for o in code.outputs] == ["display_data", "execute_result"]
+
+
+def test_a_figure_drawn_in_a_hidden_cell_is_shown_there():
+    out = _figure_page("x = 1", 'record = 0\nglue("fig", pf.f(x,\n     y=2), display=False)\n'
+                                'z = 3')
+    hidden = [c for c in out.cells if c.cell_type == "code"][-1]
+    assert hidden.source == "record = 0\ndisplay(pf.f(x,\n     y=2))\nz = 3"
+    assert [o.output_type for o in hidden.outputs] == ["display_data"]
+
+
+@pytest.mark.parametrize("source, expected", [
+    ('glue("a", 1, display=False)', ""),
+    ('for k, v in d.items():\n    glue(k, v, display=False)\nx = 1', "x = 1"),
+    ('def record(key, value):\n    # keep it\n    glue(key, value, display=False)\n\n\n'
+     'record("a", 2)\ny = 2', "y = 2"),
+    ('def summary(key, v):\n    s = f(v)\n    glue(key, s, display=False)\n    return s',
+     "def summary(key, v):\n    s = f(v)\n    return s"),
+    ("for i in range(2):\n    for j in range(2):\n        glue(f'k{i}{j}', i)\n"
+     "    glue('m', i)", ""),
+])
+def test_strip_glue(source, expected):
+    aliases = pn.glue_aliases([source])
+    assert pn.strip_glue(source, aliases, set()).source == expected
+
+
+def test_strip_glue_refuses_what_it_would_break():
+    with pytest.raises(pn.ConversionError, match="glue left"):
+        pn.strip_glue("x = glue", {"glue"}, set())
+    with pytest.raises(pn.ConversionError, match="empty"):
+        pn.strip_glue("if a:\n    glue('k', 1)\nelse:\n    b = 2", {"glue"}, set())
+    with pytest.raises(pn.ConversionError, match="myst_nb"):
+        pn.strip_glue("from myst_nb import glue, glue_figure", {"glue"}, set())
+
+
+def test_the_install_cell_reads_results_beside_the_notebook(tmp_path, monkeypatch):
+    """experiments/results.json saved as results.json beside the notebook is read from
+    there: no download (urlretrieve fails the test), and posenc is told where it is."""
+    import urllib.request
+
+    src = pn.install_source("en", page="P", title="T", url="u", repo="https://github.com/o/r",
+                            ref="abc", data_files=["experiments/results.json"])
+    fetch = src[src.index("# The committed results"):]
+    (tmp_path / "results.json").write_text("{}", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("POSENC_EXPERIMENT_RESULTS", raising=False)
+
+    def no_network(*args, **kwargs):
+        raise AssertionError(f"downloaded {args}")
+
+    monkeypatch.setattr(urllib.request, "urlretrieve", no_network)
+    exec(compile(fetch, "install", "exec"), {})
+    import os
+
+    assert os.environ["POSENC_EXPERIMENT_RESULTS"] == str(tmp_path / "results.json")
+    (tmp_path / "results.json").unlink()  # not there: it would be downloaded
+    with pytest.raises(AssertionError, match="downloaded"):
+        exec(compile(fetch, "install", "exec"), {})
 
 
 def test_install_source_pins_the_commit_and_fetches_data_files():
@@ -189,15 +309,54 @@ def test_install_source_pins_the_commit_and_fetches_data_files():
                             repo="https://github.com/o/r", ref="abc123",
                             data_files=["benchmarks/results.json"])
     raw = "https://raw.githubusercontent.com/o/r/abc123"
-    assert f"-r {raw}/requirements/docs.txt -c {raw}/requirements/constraints.txt" in src
+    assert f"-r {raw}/requirements/notebooks.txt -c {raw}/requirements/constraints.txt" in src
     assert '"posenc @ git+https://github.com/o/r@abc123"' in src
-    assert "['benchmarks/results.json']" in src and f'"{raw}/" + rel' in src
+    assert "{'benchmarks/results.json': 'POSENC_BENCH_RESULTS'}" in src
+    assert f'"{raw}/" + rel' in src
     zh = pn.install_source("zh", page="P", title="T", url="u", repo="https://github.com/o/r",
                            ref="abc123", data_files=[])
     assert "安装" in zh and "urlretrieve" not in zh
 
 
 # -- The built notebooks -----------------------------------------------------------------
+
+#: glue calls or the myst_nb import left in a notebook's code
+GLUE_LEFT = re.compile(r"(?<![\w.])glue\(|myst_nb|(?<![\w.])record\(")
+#: A notebook's bytes besides its figures' images: text, code, tables and the interactive
+#: figures' data and renderers (235 KB at most when written, other-encodings).
+MAX_TEXT_BYTES = 300_000
+
+
+def _assert_small(path: Path, where: str) -> None:
+    """Each figure's image once (no frozen copy, no phone variant), little else."""
+    import json
+
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    images = [v for c in nb["cells"] for o in c.get("outputs", [])
+              for k, v in o.get("data", {}).items() if k.startswith("image/")]
+    images = ["".join(v) if isinstance(v, list) else v for v in images]
+    assert len(set(images)) == len(images), f"{where}: an image stored twice"
+    text = path.stat().st_size - sum(len(v) for v in images)
+    assert text < MAX_TEXT_BYTES, f"{where}: {text} bytes besides the images"
+
+
+def _page_cells(source: str) -> list[str]:
+    cells = re.findall(r"^```\{code-cell\}[^\n]*\n(.*?)^```$", source, re.S | re.M)
+    return [re.sub(r"^:[\w-]+:.*\n", "", c, flags=re.M) for c in cells]
+
+
+def _assert_page_cells_in_order(code, page: list[str], where: str) -> None:
+    """Each notebook cell is the next page cell with lines taken out (glue) and a figure
+    shown (a bare name, or ``display(...)`` in place of a glue call)."""
+    i = 0
+    for cell in code:
+        lines = [ln for ln in cell.source.splitlines()
+                 if ln.strip() and not re.fullmatch(r"\w+", ln.strip())
+                 and not ln.lstrip().startswith("display(")]
+        while i < len(page) and not all(ln in page[i] for ln in lines):
+            i += 1
+        assert i < len(page), f"{where}: a cell not on the page, or out of order:\n{cell.source}"
+        i += 1
 
 def _built_notebooks(site: Path) -> list[tuple[str, str, Path]]:
     out = []
@@ -227,10 +386,12 @@ def test_every_built_notebook_is_executed_and_has_no_myst_left():
         where = f"{lang}/{name}.ipynb"
         source = (site / lang / "_sources" / f"{name}.md").read_text(encoding="utf-8")
         code = [c for c in nb.cells if c.cell_type == "code"]
-        # Every code cell of the page, in order, after the install cell.
+        # The page's code cells, in order, after the install cell, without glue.
         assert pn.INSTALL_TAG in code[0].metadata.get("tags", []), where
-        assert len(code) == source.count("```{code-cell}") + 1, f"{where}: cells lost"
-        assert all(c.source.strip() in source for c in code[1:]), where
+        _assert_page_cells_in_order(code[1:], _page_cells(source), where)
+        python = "\n".join(c.source for c in code)
+        assert not GLUE_LEFT.search(python), f"{where}: glue left: {GLUE_LEFT.search(python)}"
+        _assert_small(path, where)
         # Executed: outputs where the page has them, execution counts in order.
         assert any(c.outputs for c in code), f"{where}: no outputs"
         counts = [c.execution_count for c in code[1:] if c.execution_count]
@@ -239,12 +400,20 @@ def test_every_built_notebook_is_executed_and_has_no_myst_left():
         for pattern in MYST_LEFT:
             left = pattern.search(markdown)
             assert not left, f"{where}: MyST left: {left.group(0)!r}"
-        # Every {glue:figure} of the page is an attached image.
+        # Every {glue:figure} of the page is the output of a code cell, not a frozen
+        # image in the text; no phone variant (the site's <picture>) rides along.
         figures = re.findall(r"```\{glue:figure\}\s*(\S+)", source)
-        attached = {k for c in nb.cells for k in c.get("attachments", {})}
-        assert {f.split(".")[0] for f in attached} >= set(figures), where
-        for fig in attached:
-            assert f"attachment:{fig}" in markdown, f"{where}: {fig} attached but not shown"
+        images = [o for c in code for o in c.outputs if "image/png" in o.get("data", {})]
+        assert len(images) >= len(figures), f"{where}: {len(images)} < {len(figures)}"
+        assert not any(c.get("attachments") for c in nb.cells), f"{where}: attachments"
+        assert "attachment:" not in markdown, where
+        assert "posenc_phone" not in path.read_text(encoding="utf-8"), where
+        # An interactive figure carries its renderer (Jupyter and Colab run it).
+        for c in code:
+            for o in c.outputs:
+                html = o.get("data", {}).get("text/html", "")
+                if 'class="posenc-ifig"' in html:
+                    assert '<script class="posenc-ifig-inline">' in html, where
         # Every link into the site reaches a page and an anchor of this build.
         for url in re.findall(r"\]\((https?://[^)\s]+)\)", markdown):
             if not url.startswith(SITE_URL):
@@ -283,12 +452,29 @@ import nbformat
 from nbclient import NotebookClient
 
 nb = nbformat.read(sys.argv[1], as_version=4)
-NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=False).execute()
-nbformat.write(nb, sys.argv[2])
+old, new = sys.argv[3], sys.argv[4]
+client = NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=False)
+with client.setup_kernel():
+    for index, cell in enumerate(nb.cells):
+        client.execute_cell(cell, index)
+    nbformat.write(nb, sys.argv[2])
+    # A reader changes one argument of a figure cell and runs that cell again.
+    (index,) = [i for i, c in enumerate(nb.cells) if old in c.source]
+    cell = nb.cells[index]
+    before = json.loads(json.dumps(cell.outputs))
+    cell.source = cell.source.replace(old, new)
+    client.execute_cell(cell, index)
+    after = json.loads(json.dumps(cell.outputs))
+json.dump({"source": cell.source, "before": before, "after": after},
+          open(sys.argv[5], "w"))
 """
 
-#: Pages executed afresh, one per language (no committed data files, quick to run).
-RUN_PAGES = [("en", "rope"), ("zh", "sinusoidal")]
+#: Pages executed afresh, one per language (no committed data files, quick to run), and
+#: the argument of a figure cell that the test changes afterwards.
+RUN_PAGES = [
+    ("en", "rope", "pf.rope_wavelengths_figure(128,", "pf.rope_wavelengths_figure(64,"),
+    ("zh", "sinusoidal", "n_positions=50)", "n_positions=20)"),
+]
 
 
 def _docs_python() -> str:
@@ -301,14 +487,21 @@ def _docs_python() -> str:
     return sys.executable  # a workstation: the environment pytest runs in
 
 
+def _image_cells(nb) -> list[int]:
+    """The indices of the code cells whose outputs hold an image."""
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    return [i for i, c in enumerate(code)
+            if any("image/png" in o.get("data", {}) for o in c.outputs)]
+
+
 def _text_outputs(nb) -> list[list[str]]:
     return [[o["data"]["text/plain"] for o in c.outputs if o.output_type == "execute_result"]
             for c in nb.cells if c.cell_type == "code"]
 
 
 @pytest.mark.build
-@pytest.mark.parametrize("lang, name", RUN_PAGES)
-def test_a_downloaded_notebook_runs_in_a_fresh_kernel(tmp_path, lang, name):
+@pytest.mark.parametrize("lang, name, old, new", RUN_PAGES)
+def test_a_downloaded_notebook_runs_in_a_fresh_kernel(tmp_path, lang, name, old, new):
     import nbformat
 
     site = require_site()
@@ -322,9 +515,15 @@ def test_a_downloaded_notebook_runs_in_a_fresh_kernel(tmp_path, lang, name):
     runner = tmp_path / "run.py"
     runner.write_text(RUNNER, encoding="utf-8")
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "POSENC_MEMO_DIR", "VIRTUAL_ENV")}
+           if k not in ("PYTHONPATH", "POSENC_MEMO_DIR", "VIRTUAL_ENV",
+                        "POSENC_PHONE_FIGURES")}  # a reader's kernel: none of the build's
+    if not in_ci() and "POSENC_DOCS_PYTHON" not in os.environ:
+        # a workstation's environment may hold another checkout's posenc: this one's
+        env["PYTHONPATH"] = str(ROOT)
+    edited = work / "edited.json"
     result = subprocess.run(
-        [_docs_python(), str(runner), str(nb_in), str(work / "out.ipynb")],
+        [_docs_python(), str(runner), str(nb_in), str(work / "out.ipynb"), old, new,
+         str(edited)],
         cwd=work, env=env, capture_output=True, text=True, timeout=900,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -332,6 +531,28 @@ def test_a_downloaded_notebook_runs_in_a_fresh_kernel(tmp_path, lang, name):
     published = nbformat.read(downloaded, as_version=4)
     # The same numbers as the published notebook: the pages are deterministic.
     assert _text_outputs(ran) == _text_outputs(published)
+    # Nothing of the site's bookkeeping is left to run or to add invisible outputs, and
+    # running the notebook does not make it grow.
+    assert not GLUE_LEFT.search("\n".join(c.source for c in ran.cells
+                                          if c.cell_type == "code"))
+    assert not any(o.get("metadata", {}).get("scrapbook") for c in ran.cells
+                   if c.cell_type == "code" for o in c.outputs)
+    assert (work / "out.ipynb").stat().st_size < 1.1 * downloaded.stat().st_size
+    _assert_small(work / "out.ipynb", f"{lang}/{name}.ipynb run again")
+    # Every figure cell shows its figure when run, as in the published notebook ...
+    assert _image_cells(ran) == _image_cells(published) and _image_cells(ran)
+    # ... and the interactive figures carry their renderer.
+    assert any('<script class="posenc-ifig-inline">' in o.get("data", {}).get("text/html", "")
+               for c in ran.cells if c.cell_type == "code" for o in c.outputs)
+    # The figure cell, changed and run again, shows a different figure.
+    import json
+
+    change = json.loads(edited.read_text(encoding="utf-8"))
+    assert new in change["source"]
+    before = [o["data"]["image/png"] for o in change["before"] if "image/png" in o["data"]]
+    after = [o["data"]["image/png"] for o in change["after"] if "image/png" in o["data"]]
+    assert len(before) == len(after) == 1, (change["before"], change["after"])
+    assert before != after, "the changed figure cell drew the same figure"
     install = ran.cells[[c.cell_type for c in ran.cells].index("code")]
     assert pn.INSTALL_TAG in install.metadata["tags"]
     # These pages read no committed data file (the empty folder has none, and fetching

@@ -407,6 +407,21 @@ def test_notebook_download_for_every_chapter(site):
         assert (site / lang / "_sources" / f"{name}.ipynb").is_file(), f"{lang}/{name}"
 
 
+def test_download_menu_says_what_each_entry_is(site):
+    """Not the theme's bare ".ipynb / .md / .pdf": executed notebook, MyST source, print."""
+    want = {
+        "en": ["Notebook, executed (.ipynb)", "MyST source (.md)", "Print or save as PDF"],
+        "zh": ["已执行的笔记本（.ipynb）", "MyST 源文件（.md）", "打印或存为 PDF"],
+    }
+    notebooks = set(_notebook_pages(site))
+    for lang, name in discover_pages(site):
+        soup = _soup(site / lang / f"{name}.html")
+        texts = [" ".join(item.get_text().split())
+                 for item in soup.select(".dropdown-download-buttons .dropdown-item")]
+        expected = want[lang] if (lang, name) in notebooks else want[lang][1:]
+        assert texts == expected, f"{lang}/{name}: {texts}"
+
+
 def test_launch_links_for_every_chapter(site):
     pages = _notebook_pages(site)
     if not pages:
@@ -578,7 +593,16 @@ def test_reader_features_on_a_tiny_book(tmp_path):
     assert "%pip install" in nb.cells[1].source
     assert [c.cell_type for c in nb.cells].count("code") == 4
     markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
-    assert "{glue" not in markdown and "attachment:fig_line.png" in markdown
+    assert "{glue" not in markdown and "*Fig. 1 A rising line, from the caption.*" in markdown
+    # The figure is the output of the cell that draws it, which shows it when run; no
+    # frozen copy in the text, no glue in the code.
+    assert "attachment:" not in markdown and not any(c.get("attachments") for c in nb.cells)
+    drawn = next(c for c in nb.cells if "ax.plot" in c.source)
+    assert "display(fig)" in drawn.source and "glue" not in drawn.source
+    assert [o.output_type for o in drawn.outputs if "image/png" in o.get("data", {})] == [
+        "display_data"]
+    assert not any("glue" in c.source or "myst_nb" in c.source
+                   for c in nb.cells if c.cell_type == "code")
     assert any(c.get("outputs") for c in nb.cells if c.cell_type == "code")
     assert nb.metadata["kernelspec"]["name"] == "python3"
     assert soup.select_one("a.btn-launch-colab")["href"].endswith(f"/notebooks/{lang}/tiny.ipynb")

@@ -98,7 +98,13 @@ def test_the_workflow_publishes_what_the_build_writes():
     assert "_build/html/\"$lang\"/_sources -name '*.ipynb'" in run
     for rel in re.findall(r"cp (requirements/\S+)", run):
         assert (ROOT / rel).is_file(), rel
-    assert "requirements/docs.txt" in run and "requirements/constraints.txt" in run
+    # Binder gets what the notebooks import (the slim file their first cell installs)
+    assert "requirements/notebooks.txt" in run and "requirements/constraints.txt" in run
+    # and the results files, where the notebooks' first cell looks before downloading
+    import posenc_notebook as pn
+
+    for rel in pn.RESULTS_VARIABLES:
+        assert rel in run and (ROOT / rel).is_file(), rel
     assert "posenc @ git+https://github.com/${GITHUB_REPOSITORY}@${GITHUB_SHA}" in run
     _, upload = _step(lambda s: str(s.get("uses", "")).startswith("actions/upload-pages"))
     assert upload["with"]["path"] == "_build/html"

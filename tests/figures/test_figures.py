@@ -171,15 +171,30 @@ def test_png_has_no_timestamp_or_version():
     assert b"<dc:date>" not in svg.getvalue()
 
 
-def test_figure_repr_png_for_jupyter():
+def test_figure_repr_png_without_the_phone_variant_outside_the_book(monkeypatch):
+    """In Jupyter or Colab a figure's output is one PNG: run again, a notebook keeps its
+    size (the phone variant is for the site's <picture>, asked for by the build)."""
+    from posenc.figures import _style
+
+    monkeypatch.delenv(_style.PHONE_ENV, raising=False)
+    png, meta = pf.encoding_pipeline()._repr_png_()
+    assert png[:4] == b"\x89PNG" and _style.PHONE_KEY not in meta and meta["width"] > 0
+    monkeypatch.setenv(_style.PHONE_ENV, "1")
+    assert _style.PHONE_KEY in pf.encoding_pipeline()._repr_png_()[1]
+    with pytest.raises(TypeError, match="phone"):
+        _style.figure_variants(pf.encoding_pipeline(), phone="yes")
+
+
+def test_figure_repr_png_for_jupyter(monkeypatch):
     """A 2x PNG that the page shows at DPI pixels per inch, with its smallest font, and
-    the phone variant in the output's metadata."""
+    the phone variant in the output's metadata (in the book's build)."""
     import base64
 
     from PIL import Image
 
     from posenc.figures import _style
 
+    monkeypatch.setenv(_style.PHONE_ENV, "1")
     fig = pf.encoding_pipeline()
     size_before = tuple(fig.get_size_inches())
     png, meta = fig._repr_png_()

@@ -201,6 +201,8 @@ def test_words_follow_the_language():
 def test_html_cannot_close_its_script_early():
     fig = ix.InteractiveFigure({"kind": "x", "title": "</script><b>", "lang": "en"})
     html = fig._repr_html_()
+    assert html.count("</script>") == 2  # the data's and the inline renderer's
+    html = html[:html.index('<style class="posenc-ifig-inline">')]
     assert html.count("</script>") == 1
     assert json.loads(re.search(r">(\{.*\})</script>", html).group(1).replace("<\\/", "</"))[
         "title"] == "</script><b>"
@@ -248,3 +250,27 @@ def test_bad_types_are_named():
         pf.interactive_sinusoidal(bases=10_000)
     with pytest.raises(TypeError, match="factors must be real numbers"):
         pf.interactive_long_context(factors=["8"])
+
+
+def test_the_output_carries_its_renderer_for_jupyter_and_the_site_strips_it():
+    """In Jupyter or Colab the figure draws itself: its output holds the renderer and the
+    stylesheet shipped with the package; the site, which loads them once per page, takes
+    the inline copies out again (docs/_ext/posenc_figures.py)."""
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    static = root / "posenc" / "figures" / "static"
+    fig = pf.interactive_alibi(n_heads=4, lengths=[4, 8])
+    html = fig._repr_html_()
+    js = (static / "posenc-interactive.js").read_text(encoding="utf-8")
+    css = (static / "posenc-interactive.css").read_text(encoding="utf-8")
+    assert f'<script class="posenc-ifig-inline">{js}</script>' in html
+    assert f'<style class="posenc-ifig-inline">{css}</style>' in html
+    assert html.index("posenc-ifig-data") < html.index("posenc-ifig-inline")  # data first
+    sys.path.insert(0, str(root / "docs" / "_ext"))
+    import posenc_figures
+
+    site = posenc_figures.strip_inline_renderer(html)
+    assert "posenc-ifig-inline" not in site and js not in site
+    assert site.endswith("</script></div>") and _spec_from_html(fig) == fig.spec

@@ -85,6 +85,9 @@ def test_wheel_holds_the_package_and_its_metadata_only(dists):
     sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "posenc").rglob("*.py")}
     assert sources <= set(names), sorted(sources - set(names))
     assert "posenc/py.typed" in names
+    # the interactive figures' renderer, inlined in their outputs for Jupyter and Colab
+    for asset in ("posenc-interactive.js", "posenc-interactive.css"):
+        assert f"posenc/figures/static/{asset}" in names, asset
     assert "MIT License" in license_text
     assert meta["Version"] == version
     assert meta["License-Expression"] == "MIT"
