@@ -882,6 +882,8 @@ def format_description(d: ModelDescription, language: str | None = None) -> str:
 
 # The notes describe_config writes, in Chinese (a note not listed stays as written).
 _NOTES_ZH = (
+    (re.compile(r"read as transformers 5\.23 reads model_type ('[^']*')"),
+     r"按 transformers 5.23 读 model_type \1 的规则读取"),
     (re.compile(r"MLA: (\d+) of (\d+) query/key features rotated"),
      r"MLA：查询和键的 \2 维里有 \1 维参与旋转"),
     (re.compile(r"proportional: the unrotated pairs have frequency 0"),
