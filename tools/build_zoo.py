@@ -12,6 +12,9 @@ texts quoted whole in a Markdown file.  Run by hand with git mirrors of the sour
 (each source at ``<mirrors>/<owner>+<name>/repo``); it rewrites the zoo's files and
 ``tests/zoo/manifest.json``, which records for each file the repository, path, commit,
 how it was carried (``preset`` or ``quoted``), the keys removed and the licences.
+Files copied whole from a repository that mirrors a model's files (form ``file``) are
+listed by hand in ``tests/zoo/manifest_extra.json``, each with its repository, path,
+commit and a note on how the copy relates to the published file; this script merges them.
 """
 
 from __future__ import annotations

@@ -136,6 +136,11 @@ class ModelDescription:
     scaling: str
     factor: float | None
     notes: tuple[str, ...] = ()
+    #: M-RoPE (vision-language configs): how the rotating pairs are split across the
+    #: time, height and width position ids (``mrope_section``), and whether the three
+    #: axes interleave pair by pair (``mrope_interleaved``, Qwen3-VL) or take blocks
+    mrope_section: tuple[int, ...] | None = None
+    mrope_interleaved: bool | None = None
 
     @property
     def global_rope(self) -> LayerRope:
@@ -370,6 +375,31 @@ def _rope_parameters(config):
     return params
 
 
+def _mrope(config):
+    """``mrope_section`` and ``mrope_interleaved`` from the rope dict, as transformers keeps
+    them in ``rope_parameters`` (None, None when the config has no M-RoPE)."""
+    params = config.get("rope_parameters")
+    key = "rope_parameters"
+    if params is None:
+        params, key = config.get("rope_scaling"), "rope_scaling"
+    if not isinstance(params, Mapping) or params.get("mrope_section") is None:
+        return None, None
+    section = params["mrope_section"]
+    where = f"config[{key!r}]['mrope_section']"
+    if not isinstance(section, (list, tuple)) or not section:
+        raise TypeError(f"{where} must be a non-empty list of int, got {_short(section)}")
+    if len(section) > 8:
+        raise ValueError(f"{where} has {len(section):,} entries (one per position axis: at most 8)")
+    for v in section:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise TypeError(f"{where} entries must be non-negative int, got {_short(v)}")
+    inter = params.get("mrope_interleaved")
+    if inter is not None and not isinstance(inter, bool):
+        raise TypeError(f"config[{key!r}]['mrope_interleaved'] must be true/false, "
+                        f"got {_short(inter)}")
+    return tuple(int(v) for v in section), inter
+
+
 def _layer_types(config, num_layers):
     types = config.get("layer_types")
     if types is None:
@@ -466,6 +496,7 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
                 num_layers = len(value)
                 break
     max_len = _int(config, "max_position_embeddings")
+    mrope_section, mrope_interleaved = _mrope(config)
     params = _rope_parameters(config)
 
     rope_head = _int(config, "qk_rope_head_dim")
@@ -591,13 +622,16 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
         notes.append(f"MLA: {rope_head} of {head_dim} query/key features rotated")
     if any(layer.rope_type == "proportional" for layer in layers):
         notes.append("proportional: the unrotated pairs have frequency 0")
+    if mrope_section is not None:
+        notes.append(f"M-RoPE: pairs split {list(mrope_section)} across time, height, width "
+                     + ("(interleaved)" if mrope_interleaved else "(in blocks)"))
     return ModelDescription(
         name=name, layers=tuple(layers), nope_layers=nope, num_layers=n,
         max_position_embeddings=max_len,
         original_max_position_embeddings=None if original is None else int(original),
         interleaved=interleave, scaling="none" if rule in ("default", "proportional") else rule,
         factor=None if rule in ("default",) or factor is None else float(factor),
-        notes=tuple(notes),
+        notes=tuple(notes), mrope_section=mrope_section, mrope_interleaved=mrope_interleaved,
     )
 
 
@@ -848,10 +882,16 @@ def format_description(d: ModelDescription, language: str | None = None) -> str:
 
 # The notes describe_config writes, in Chinese (a note not listed stays as written).
 _NOTES_ZH = (
+    (re.compile(r"read as transformers 5\.23 reads model_type ('[^']*')"),
+     r"按 transformers 5.23 读 model_type \1 的规则读取"),
     (re.compile(r"MLA: (\d+) of (\d+) query/key features rotated"),
      r"MLA：查询和键的 \2 维里有 \1 维参与旋转"),
     (re.compile(r"proportional: the unrotated pairs have frequency 0"),
      "proportional：不旋转的维度对频率为 0"),
+    (re.compile(r"M-RoPE: pairs split (\[[\d, ]*\]) across time, height, width \(interleaved\)"),
+     r"M-RoPE：维度对按 \1 分给时间、高、宽三个轴（交错排列）"),
+    (re.compile(r"M-RoPE: pairs split (\[[\d, ]*\]) across time, height, width \(in blocks\)"),
+     r"M-RoPE：维度对按 \1 分给时间、高、宽三个轴（分段排列）"),
 )
 _KINDS_ZH = {"sliding": ("滑动窗口层", "窗口"), "chunked": ("分块注意力层", "块长")}
 _SPAN_KIND_ZH = {"window": "滑动窗口", "chunk": "分块长度", "training length": "训练长度"}

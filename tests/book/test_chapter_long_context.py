@@ -668,11 +668,15 @@ def test_men_et_al_criterion_against_the_atlas_spans():
         if span is not None:
             turning = layer.plain_inv_freq[layer.plain_inv_freq > 0]
             served[m.name.split(" (")[0]] = (span, usable_context(turning, 4 * span))
-    assert len(served) == 10
+    assert len(served) == 12
     assert served["Llama 3.1 8B"] == (8192, 18437)
     assert served["Qwen2.5 7B Instruct"] == (32768, 27114)
     assert served["Mistral 7B"] == (4096, 1706)
-    assert sum(n is not None and n < w for w, n in served.values()) == 5
+    # the lengths of the published configs (OLMo 2 7B, Gemma 2 2B): base 500,000 serves
+    # past 4 x 4096 (None: B_m stays positive), base 10,000 falls short of 8192
+    assert served["OLMo 2 7B"] == (4096, None)
+    assert served["Gemma 2 2B"] == (8192, 2652)
+    assert sum(n is not None and n < w for w, n in served.values()) == 6
 
 
 @pytest.mark.parametrize("d, s", [(64, 4.0), (128, 8.0), (256, 32.0)])

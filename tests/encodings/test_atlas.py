@@ -310,7 +310,35 @@ BAD = [
     ({"head_dim": 64, "layer_types": ["full_attention"],
       "rope_parameters": {"full_attention": None, "sliding_attention": {"rope_type": "default"}}},
      ValueError, "no layer that uses RoPE"),
+    ({"head_dim": 128, "rope_scaling": {"type": "mrope", "mrope_section": "16,24,24"}},
+     TypeError, "config['rope_scaling']['mrope_section'] must be a non-empty list"),
+    ({"head_dim": 128, "rope_scaling": {"type": "mrope", "mrope_section": [16.0, 24, 24]}},
+     TypeError, "['mrope_section'] entries must be non-negative int"),
+    ({"head_dim": 128, "rope_parameters": {"rope_type": "default", "mrope_section": [1] * 9}},
+     ValueError, "config['rope_parameters']['mrope_section'] has 9 entries"),
+    ({"head_dim": 128, "rope_parameters": {"rope_type": "default", "mrope_section": [24, 20, 20],
+                                           "mrope_interleaved": "yes"}},
+     TypeError, "config['rope_parameters']['mrope_interleaved'] must be true/false"),
 ]
+
+
+def test_mrope_sections_are_kept_and_named():
+    """M-RoPE's split of the pairs over time, height and width is part of the description
+    (a note in both languages), not dropped with the frequencies."""
+    from posenc.atlas import format_description
+
+    d = describe_config({"head_dim": 128, "rope_parameters": {
+        "rope_type": "default", "rope_theta": 5e6, "mrope_section": [24, 20, 20],
+        "mrope_interleaved": True}})
+    assert (d.mrope_section, d.mrope_interleaved) == ((24, 20, 20), True)
+    assert "M-RoPE: pairs split [24, 20, 20] across time, height, width (interleaved)" in (
+        format_description(d, "en"))
+    assert "维度对按 [24, 20, 20] 分给时间、高、宽三个轴（交错排列）" in format_description(d, "zh")
+    blocks = describe_config({"head_dim": 128, "rope_theta": 1e6,
+                              "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}})
+    assert (blocks.mrope_section, blocks.mrope_interleaved) == ((16, 24, 24), None)
+    assert "(in blocks)" in format_description(blocks, "en")
+    assert describe_config({"head_dim": 128, "rope_theta": 1e6}).mrope_section is None
 
 
 @pytest.mark.parametrize("config, error, fragment", BAD)

@@ -1,7 +1,8 @@
 """Fuzz: any JSON value, of any size, under any key posenc reads ends in exit 0 or exit 2.
 
-Published files of four shapes (Llama 3.1 with llama3 scaling, Gemma 3 with per-layer-type
-bases, Phi-3.5 with longrope, DeepSeek-V2-Lite with MLA and yarn) get one key, at the top
+Published files of five shapes (Llama 3.1 with llama3 scaling, Gemma 3 with per-layer-type
+bases, Phi-3.5 with longrope, DeepSeek-V2-Lite with MLA and yarn, Qwen2.5-VL with M-RoPE
+sections) get one key, at the top
 level or inside ``rope_scaling``, replaced by a value hypothesis draws: null, booleans,
 huge and negative integers, NaN and infinities, strings, lists and nested objects.  The
 command line must answer with exit status 0, or 2 and one line that names the key, within
@@ -20,7 +21,8 @@ from hypothesis import strategies as st
 from posenc.__main__ import main
 
 ZOO = Path(__file__).resolve().parents[1] / "zoo"
-BASES = ["llama-3.1-8b", "gemma-3-1b", "phi-3.5-mini", "deepseek-v2-lite"]
+BASES = ["llama-3.1-8b", "gemma-3-1b", "phi-3.5-mini", "deepseek-v2-lite",
+         "qwen2.5-vl-32b-instruct-awq"]
 
 #: Top-level keys describe_config (and the family rules) read.
 TOP_KEYS = [
@@ -37,7 +39,7 @@ ROPE_KEYS = [
     "rope_type", "type", "rope_theta", "factor", "original_max_position_embeddings",
     "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim",
     "low_freq_factor", "high_freq_factor", "short_factor", "long_factor", "mrope_section",
-    "truncate", "partial_rotary_factor",
+    "mrope_interleaved", "truncate", "partial_rotary_factor",
 ]
 
 SCALARS = (st.none() | st.booleans()

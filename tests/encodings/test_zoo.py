@@ -140,3 +140,57 @@ def test_falcon_with_alibi_is_refused(tmp_path, capsys):
     path.write_text(json.dumps({"model_type": "falcon", "alibi": True}))
     assert main(["inspect", str(path)]) == 2
     assert "config['alibi']" in capsys.readouterr().err
+
+
+# -- the atlas against the published files ------------------------------------------------
+
+#: Atlas entries (built from reference code with quoted values) and the zoo file published
+#: for the same model; True where the zoo file is another size of the same design (the
+#: atlas's gpt-oss is the reference ModelConfig's 36 layers, the zoo's gpt-oss-20b has 24),
+#: so that only the per-layer-type rules must agree, not the layer counts.
+ATLAS_ZOO = {
+    "gemma-2-2b": ("gemma-2-2b", False),
+    "gpt-oss": ("gpt-oss-20b", True),
+    "llama-3.1-8b": ("llama-3.1-8b", False),
+    "llama-3.2-1b": ("llama-3.2-1b", False),
+    "mistral-7b": ("mistral-7b-v0.1", False),
+    "olmo-2-7b": ("olmo-2-7b", False),
+    "smollm3-3b": ("smollm3-3b", False),
+}
+
+
+@pytest.mark.parametrize("slug", sorted(ATLAS_ZOO))
+def test_atlas_row_agrees_with_the_published_file(slug):
+    """An atlas entry and the published config.json of its model give the same positions:
+    per layer type the rule, base, frequencies, attention factor and window; the NoPE
+    layers and the lengths; the layer counts where the atlas states them."""
+    import numpy as np
+
+    from posenc.atlas import atlas_entry
+
+    zoo_slug, other_size = ATLAS_ZOO[slug]
+    entry = atlas_entry(slug)
+    ours = describe_config(entry["config"], name=entry["name"])
+    published = describe_config(load_config(ZOO / zoo_slug / "config.json"))
+    def kind(t):  # a config without layer_types has one type, "all": global attention
+        return "full_attention" if t == "all" else t
+
+    got = {kind(layer.layer_type): layer for layer in ours.layers}
+    want = {kind(layer.layer_type): layer for layer in published.layers}
+    assert set(got) == set(want), (sorted(got), sorted(want))
+    for t, layer in got.items():
+        other = want[t]
+        assert (layer.rope_type, layer.rope_theta, layer.head_dim, layer.window,
+                layer.window_kind) == (other.rope_type, other.rope_theta, other.head_dim,
+                                       other.window, other.window_kind), t
+        np.testing.assert_allclose(layer.inv_freq, other.inv_freq, rtol=1e-12, err_msg=t)
+        assert layer.attention_factor == pytest.approx(other.attention_factor, rel=1e-12)
+        if not other_size and layer.layers is not None:
+            assert layer.layers == other.layers, t
+    assert ours.max_position_embeddings == published.max_position_embeddings
+    assert ours.training_length == published.training_length
+    assert (ours.scaling, ours.factor) == (published.scaling, published.factor)
+    if not other_size:
+        assert ours.nope_layers == published.nope_layers
+    else:
+        assert (ours.nope_layers == 0) == (published.nope_layers == 0)

@@ -51,6 +51,11 @@ def transformers_reading(directory):
     counts = Counter(t for t, f in zip(types, flags) if f)
     out = {"nope": sum(1 for f in flags if not f), "layers": {}, "model_type": text.model_type,
            "max_position_embeddings": text.max_position_embeddings}
+    # M-RoPE: the sections (and Qwen3-VL's interleaving) the text model's rotary reads
+    flat = params if not nested else {}
+    section = flat.get("mrope_section")
+    out["mrope_section"] = None if section is None else tuple(int(v) for v in section)
+    out["mrope_interleaved"] = flat.get("mrope_interleaved") if section is not None else None
     for t, count in counts.items():
         p = params[t] if nested else params
         layer_type = t if nested else None
@@ -85,6 +90,9 @@ def assert_same_reading(description, reference, *, rtol=2e-6):
     assert set(got) == set(reference["layers"]), (sorted(got), sorted(reference["layers"]))
     assert description.nope_layers == reference["nope"]
     assert description.max_position_embeddings == reference["max_position_embeddings"]
+    assert description.mrope_section == reference.get("mrope_section"), (
+        description.mrope_section, reference.get("mrope_section"))
+    assert description.mrope_interleaved == reference.get("mrope_interleaved")
     for t, ref in reference["layers"].items():
         layer = got[t]
         assert layer.layers in (ref["count"], None), (t, layer.layers, ref["count"])
