@@ -194,3 +194,15 @@ def test_atlas_row_agrees_with_the_published_file(slug):
         assert ours.nope_layers == published.nope_layers
     else:
         assert (ours.nope_layers == 0) == (published.nope_layers == 0)
+
+
+def test_published_files_in_the_package_are_the_zoo_files():
+    """The book reads published configs from the package (so a downloaded notebook runs
+    without the repository): each must be byte for byte the zoo's file."""
+    import posenc
+
+    shipped = sorted((Path(posenc.__file__).parent / "atlas" / "data" / "published")
+                     .glob("*.json"))
+    assert shipped
+    for path in shipped:
+        assert path.read_bytes() == (ZOO / path.stem / "config.json").read_bytes(), path.name
