@@ -692,3 +692,18 @@ def test_ntk_base_from_the_beta_base_reading(d, s):
     scale = theta / theta_new
     assert scale[0] == pytest.approx(1.0) and scale[-1] == pytest.approx(s)
     assert scale[d // 4] == pytest.approx(s ** (0.5 + 1 / (d - 2)))
+
+
+def test_ntk_keeps_the_fastest_pair_and_pi_slows_it_by_s():
+    """The NTK paragraph: position interpolation divides the fastest pair's angle per
+    token by s; the NTK-aware base leaves it as trained (pair 0's exponent is 0)."""
+    import numpy as np
+
+    import posenc
+
+    d, base, s = 128, 10000.0, 8
+    theta = posenc.inverse_frequencies(d, base)
+    pi, _ = posenc.rope_frequencies(d, {"rope_type": "linear", "factor": float(s)})
+    ntk = posenc.inverse_frequencies(d, base * s ** (d / (d - 2)))
+    assert pi[0] == theta[0] / s and ntk[0] == theta[0] == 1.0
+    assert np.all(ntk[1:] < theta[1:]) and np.isclose(ntk[-1], theta[-1] / s)

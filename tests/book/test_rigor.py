@@ -206,7 +206,7 @@ ALLOWED_NAMES = {
     "Qwen2.5", "Qwen3", "VL", "RoFormer", "RoPE", "Axial", "SmolLM3", "T5", "Transformer",
     "XL", "ViT", "Base", "Large", "YaRN", "V2", "V3", "AdamW", "SGD",
     # the experiments chapter: a corpus package, Student's t, an author
-    "SymPy", "Student", "Haviv", "Holm",
+    "SymPy", "Student", "Haviv", "Holm", "Tancik",
     "Qwen", "Scout", "Maverick", "JSON", "OpenAI", "MaxText", "LongRoPE2", "VideoRoPE",
     "Mixed", "DCA", "ReRoPE", "FlashAttention", "E2B", "OLMo", "Olmo3Config", "QK", "Norm",
     "RNoPE", "SWA", "Cohere", "Command", "R7B", "Next", "Linear", "MLA", "Jamba", "Falcon",
