@@ -40,20 +40,20 @@ from .._typing import ArrayLike, IntArray
 __all__ = ["self_extend_offsets", "string_offsets", "offset_counts"]
 
 
-def _positive_int(value, name):
+def _int_at_least(value, name, least):
     if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
         raise TypeError(f"{name} must be an integer, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
+    if value < least:
+        raise ValueError(f"{name} must be >= {least}, got {value}")
     return int(value)
+
+
+def _positive_int(value, name):
+    return _int_at_least(value, name, 1)
 
 
 def _nonnegative_int(value, name):
-    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}")
-    return int(value)
+    return _int_at_least(value, name, 0)
 
 
 def _causal_offsets(query_positions, key_positions):

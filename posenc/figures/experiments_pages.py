@@ -124,26 +124,11 @@ def _check(results):
 
 
 def load_experiment_results_gpu(path=None):
-    """Read the committed GPU tier's ``experiments/results-gpu.json``.
-
-    Parameters
-    ----------
-    path : str or path-like, optional
-        The file.  By default ``$POSENC_EXPERIMENT_RESULTS_GPU`` if set, else the first
-        ``experiments/results-gpu.json`` found walking up from the current directory, else
-        the one next to the ``posenc`` package (a source checkout).
-
-    Returns
-    -------
-    dict
-
-    Raises
-    ------
-    FileNotFoundError
-        If no results file is found.
-    ValueError
-        If the file is not a GPU-tier results file.
-    """
+    """Read the committed GPU tier's ``experiments/results-gpu.json``: found as
+    :func:`load_experiment_results` finds its file (``path``, else
+    ``$POSENC_EXPERIMENT_RESULTS_GPU``, else the first one walking up from the current
+    directory, else the source checkout's); ``FileNotFoundError`` if there is none,
+    ``ValueError`` if it is not a GPU-tier results file."""
     data = read_results(path, relpath=GPU_RESULTS_RELPATH,
                         env_var="POSENC_EXPERIMENT_RESULTS_GPU", session="experiments")
     R.check_gpu(data)
