@@ -289,7 +289,10 @@ def test_the_install_cell_reads_results_beside_the_notebook(tmp_path, monkeypatc
     fetch = src[src.index("# The committed results"):]
     (tmp_path / "results.json").write_text("{}", encoding="utf-8")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("POSENC_EXPERIMENT_RESULTS", raising=False)
+    # set, then removed: monkeypatch records the variable, so what the install cell sets
+    # is undone after the test (it leaked into later tests' result lookups)
+    monkeypatch.setenv("POSENC_EXPERIMENT_RESULTS", "")
+    monkeypatch.delenv("POSENC_EXPERIMENT_RESULTS")
 
     def no_network(*args, **kwargs):
         raise AssertionError(f"downloaded {args}")

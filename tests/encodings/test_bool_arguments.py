@@ -105,6 +105,9 @@ CALLS = {
     ("reflow_figure", "stack"):
         lambda v: __import__("posenc.figures", fromlist=["x"]).reflow_figure(
             __import__("posenc.figures", fromlist=["x"]).new_figure(1, 2)[0], 300, stack=v),
+    ("figure_variants", "phone"):
+        lambda v: __import__("posenc.figures", fromlist=["x"]).figure_variants(
+            __import__("posenc.figures", fromlist=["x"]).new_figure()[0], phone=v),
     ("BookTable.__init__", "stack"):
         lambda v: __import__("posenc.figures._tables", fromlist=["BookTable"]).BookTable(
             ["a"], [["x"]], stack=v),
