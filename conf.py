@@ -132,6 +132,7 @@ posenc_watch_paths = [
     str(ROOT / "benchmarks" / "results.json"),
     str(ROOT / "benchmarks" / "results-gpu.json"),
     str(ROOT / "experiments" / "results.json"),
+    str(ROOT / "experiments" / "results-gpu.json"),
 ]
 # POSENC_BUILD_DIR lets parallel builds (previews, tests) keep separate caches.
 BUILD_DIR = Path(os.environ.get("POSENC_BUILD_DIR", ROOT / "_build"))

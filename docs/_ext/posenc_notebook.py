@@ -100,6 +100,7 @@ RESULTS_VARIABLES = {
     "benchmarks/results.json": "POSENC_BENCH_RESULTS",
     "benchmarks/results-gpu.json": "POSENC_GPU_RESULTS",
     "experiments/results.json": "POSENC_EXPERIMENT_RESULTS",
+    "experiments/results-gpu.json": "POSENC_EXPERIMENT_RESULTS_GPU",
 }
 INSTALL_TAG = "posenc-install"
 FIGURE_MIMES = ("image/png", "image/jpeg", "image/svg+xml")

@@ -115,3 +115,24 @@ def test_ci_runs_the_readme_test_command():
     script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     lines = [ln.strip() for ln in script.splitlines() if not ln.strip().startswith("#")]
     assert readme_commands()["tests"] in lines
+
+
+def test_every_results_file_a_page_reads_is_watched_and_downloadable():
+    """A committed results file read by a page must be a watched dependency (its change
+    re-executes the page, and the downloaded notebook fetches or finds it) and have the
+    variable through which posenc.figures reads it from beside the notebook."""
+    import posenc_notebook as pn
+
+    conf = (ROOT / "conf.py").read_text(encoding="utf-8")
+    read = set()
+    for page in (ROOT / "docs" / "en").glob("*.md"):
+        text = page.read_text(encoding="utf-8")
+        if "load_experiment_results_gpu(" in text:
+            read.add("experiments/results-gpu.json")
+        if "load_experiment_results(" in text:
+            read.add("experiments/results.json")
+    assert read == {"experiments/results.json", "experiments/results-gpu.json"}
+    for rel in read:
+        assert rel in pn.RESULTS_VARIABLES, rel
+        a, b = rel.split("/")
+        assert f'ROOT / "{a}" / "{b}"' in conf, rel
