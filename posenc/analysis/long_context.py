@@ -479,19 +479,16 @@ def yarn_regions(dim, rope_parameters, **kwargs):
 
 
 def entropy_matching_spread(factor, attention_factor=None):
-    r"""The logit spread at which YaRN's factor cancels the entropy rise from :math:`L`
-    to :math:`sL` keys.
+    """The logit spread at which YaRN's factor cancels the entropy rise from ``L`` to
+    ``s * L`` keys.
 
-    For :math:`n` Gaussian logits of spread :math:`\sigma` the entropy of the softmax
-    tends to :math:`\ln n - \sigma^2/2` as :math:`n` grows.  Going from :math:`L` to
-    :math:`sL` keys adds :math:`\ln s`; multiplying the logits by :math:`a^2` (the
-    factor :math:`a` on query and key) removes :math:`(a^4 - 1)\sigma^2/2`.  The two
-    cancel at
-
-    .. math:: \sigma_\ast = \sqrt{\frac{2\ln s}{a^4 - 1}}, \qquad
-              a = 0.1\ln s + 1 \text{ by default,}
-
-    which tends to :math:`\sqrt 5` as :math:`s \to 1` for the default :math:`a`.
+    For ``n`` Gaussian logits of spread ``sigma`` the entropy of the softmax tends to
+    ``ln(n) - sigma**2 / 2`` as ``n`` grows.  Going from ``L`` to ``s * L`` keys adds
+    ``ln(s)``; multiplying the logits by ``a**2`` (the factor ``a`` on query and key)
+    removes ``(a**4 - 1) * sigma**2 / 2``.  The two cancel at
+    ``sigma* = sqrt(2 * ln(s) / (a**4 - 1))``, with ``a = 0.1 * ln(s) + 1`` by default,
+    which tends to ``sqrt(5)`` as ``s`` tends to 1 (the long-context chapter derives
+    it with typeset mathematics).
 
     Raises
     ------

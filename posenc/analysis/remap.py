@@ -1,31 +1,31 @@
 r"""Training-free position remapping: Self-Extend's grouped offsets (Jin et al. 2024) and
 STRING's shifted offsets (An et al. 2024).
 
-Self-Extend keeps the exact relative position :math:`r = p - j` of a query at
-:math:`p` and a key at :math:`j` inside a neighbour window of :math:`W` tokens, and
+Self-Extend keeps the exact relative position ``r = p - j`` of a query at
+``p`` and a key at ``j`` inside a neighbour window of ``W`` tokens, and
 uses floor-divided positions beyond it, shifted so that the two parts meet:
 
 .. math:: r'(p, j) = \begin{cases} p - j, & p - j < W,\\
           \lfloor p/G\rfloor - \lfloor j/G\rfloor + W - \lfloor W/G\rfloor,
           & p - j \ge W, \end{cases}
 
-with :math:`G` the group size.  This is the decoding path of the authors' patch
+with ``G`` the group size.  This is the decoding path of the authors' patch
 (``self_extend_patch/Llama.py``: ``neighbor_key_position`` for the last
 ``group_size_2`` keys, ``group_key_position`` for the others, ``group_size_1`` =
-:math:`G`, ``group_size_2`` = :math:`W`); the prefill path rotates queries and keys
+``G``, ``group_size_2`` = ``W``); the prefill path rotates queries and keys
 with the same two sets of positions and picks per key the same way.
 
-STRING keeps the offsets below a shift :math:`S` and moves every larger one down by
-:math:`S - W`, so that offset :math:`S` becomes the small local value :math:`W`:
+STRING keeps the offsets below a shift ``S`` and moves every larger one down by
+``S - W``, so that offset ``S`` becomes the small local value ``W``:
 
 .. math:: r'(p, j) = \begin{cases} p - j, & p - j < S,\\
           p - j - S + W, & p - j \ge S. \end{cases}
 
 This is the decoding path of the authors' ``string_for_llama.py`` (``diag_size`` =
-:math:`S`, ``local_window`` = :math:`W`): the last :math:`S` cached keys are attended
+``S``, ``local_window`` = ``W``): the last ``S`` cached keys are attended
 with the query at its own position, the others with the query rotated at
-:math:`p - S + W`, and the two halves merged by their log-sum-exp.  The offsets used
-within a sequence of :math:`n` tokens are therefore at most
+``p - S + W``, and the two halves merged by their log-sum-exp.  The offsets used
+within a sequence of ``n`` tokens are therefore at most
 :math:`\max(S - 1,\; n - 1 - S + W)`.
 """
 
@@ -80,17 +80,17 @@ def self_extend_offsets(query_positions: ArrayLike, key_positions: ArrayLike, *,
     Parameters
     ----------
     query_positions, key_positions : array_like of int
-        Positions :math:`p` and :math:`j` (``>= 0``), broadcast against each other;
-        pairs with :math:`j > p` (masked in a causal model) are rejected.
+        Positions ``p`` and ``j`` (``>= 0``), broadcast against each other;
+        pairs with ``j > p`` (masked in a causal model) are rejected.
     group_size : int, keyword-only
-        :math:`G` (``group_size_1`` in the authors' code), ``>= 1``.
+        ``G`` (``group_size_1`` in the authors' code), ``>= 1``.
     window : int, keyword-only
-        :math:`W`, the neighbour window (``group_size_2``), ``>= 1``.
+        ``W``, the neighbour window (``group_size_2``), ``>= 1``.
 
     Returns
     -------
     numpy.ndarray
-        int64, the broadcast shape: :math:`r'(p, j)` of the module docstring.
+        int64, the broadcast shape: ``r'(p, j)`` of the module docstring.
 
     Raises
     ------
@@ -120,19 +120,19 @@ def string_offsets(query_positions: ArrayLike, key_positions: ArrayLike, *,
     Parameters
     ----------
     query_positions, key_positions : array_like of int
-        Positions :math:`p` and :math:`j` (``>= 0``), broadcast against each other;
-        pairs with :math:`j > p` (masked in a causal model) are rejected.
+        Positions ``p`` and ``j`` (``>= 0``), broadcast against each other;
+        pairs with ``j > p`` (masked in a causal model) are rejected.
     shift : int, keyword-only
-        :math:`S` (``shifted_offset`` in the authors' code), ``>= 1``: offsets below it
+        ``S`` (``shifted_offset`` in the authors' code), ``>= 1``: offsets below it
         are kept.
     window : int, keyword-only
-        :math:`W` (``small_local_value``), ``0 <= W <= S``: the offset that :math:`S`
-        becomes.  :math:`W = S` changes nothing.
+        ``W`` (``small_local_value``), ``0 <= W <= S``: the offset that ``S``
+        becomes.  ``W = S`` changes nothing.
 
     Returns
     -------
     numpy.ndarray
-        int64, the broadcast shape: :math:`r'(p, j)` of the module docstring.
+        int64, the broadcast shape: ``r'(p, j)`` of the module docstring.
 
     Raises
     ------
@@ -158,9 +158,9 @@ def string_offsets(query_positions: ArrayLike, key_positions: ArrayLike, *,
 
 def offset_counts(length: int) -> IntArray:
     r"""How many (query, key) pairs of one causal sequence of ``length`` tokens lie at
-    each offset: :math:`c_r = n - r` for :math:`r = 0, \dots, n - 1`.
+    each offset: ``c_r = n - r`` for :math:`r = 0, \dots, n - 1`.
 
-    Training on sequences packed to :math:`n` tokens sees offset :math:`r` this often
+    Training on sequences packed to ``n`` tokens sees offset ``r`` this often
     per sequence: the left-skewed distribution An et al. blame for the effective
     context falling short of the training length.
 
