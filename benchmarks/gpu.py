@@ -250,17 +250,6 @@ def run_case(case, clock, device, quick, liger, compile_ok, notes):
     pos_arg = positions
     timed("posenc RotaryEmbedding", lambda: rope(q, k, positions=pos_arg),
           lambda: err(rope(q, k, positions=pos_arg)))
-    if what == "qk" and not quick:  # the kernel's tile sizes around the default
-        from posenc.torch import _triton
-
-        default = (_triton.TILE_BYTES, _triton.BLOCK_T_MAX)
-        for tile, bt in ((8192, 16), (16384, 16), (16384, 32), (4096, 32), (32768, 32)):
-            _triton.TILE_BYTES, _triton.BLOCK_T_MAX = tile, bt
-            try:
-                timed(f"tiles {tile} B, {bt} tokens", lambda: rope(q, k, positions=pos_arg))
-            finally:
-                _triton.TILE_BYTES, _triton.BLOCK_T_MAX = default
-        rows["posenc RotaryEmbedding"]["tiles"] = list(default)
     qi, ki = q.clone(), k.clone()
     timed("posenc RotaryEmbedding in place",
           lambda: rope(qi, ki, positions=pos_arg, inplace=True))
@@ -326,6 +315,63 @@ def run_case(case, clock, device, quick, liger, compile_ok, notes):
                 return liger(a, c, cos_l, sin_l)
             timed("Liger fwd+bwd (with clones)", fb(lig_fb))
     return rows
+
+
+#: the accuracy a configuration must keep to be chosen (relative error of the whole tensor
+#: against float64): the issue's float32 goal; bfloat16's error is its own rounding
+SWEEP_RELERR = {"float32": 2e-7, "bfloat16": 1e-2}
+
+
+def choose_config(clock, device, quick, notes):
+    """Time every configuration of ``posenc.torch._triton.SWEEP`` on the prefill of q and
+    k (bfloat16 and float32), choose the fastest that keeps :data:`SWEEP_RELERR`, and set
+    it as ``_triton.CONFIG`` for the rest of the run.  Returns the sweep's rows."""
+    import torch
+
+    from posenc.torch import RotaryEmbedding, _triton
+
+    out = {}
+    for dname in ("bfloat16", "float32"):
+        dtype = getattr(torch, dname)
+        b, hq, t, d = QUICK_SHAPES["qk"] if quick else (1, 32, 16384, 128)
+        hk = max(1, hq // 4)
+        g = torch.Generator(device=device).manual_seed(0)
+        q = torch.randn((b, t, hq, d), device=device, dtype=dtype, generator=g).transpose(1, 2)
+        k = torch.randn((b, t, hk, d), device=device, dtype=dtype, generator=g).transpose(1, 2)
+        pos = torch.arange(t, device=device)
+        _, _, ang = _tables(pos, d, device, dtype)
+        refs = [_reference(x, ang) for x in (q, k)]
+        oq, ok = torch.empty_like(q), torch.empty_like(k)
+
+        def copy():
+            oq.copy_(q)
+            ok.copy_(k)
+
+        base = clock(copy)
+        rope = RotaryEmbedding(d, layout="half", max_seq_len=t).to(device)
+        size = q.element_size()
+        default = dict(_triton.CONFIG[size])
+        rows = []
+        for cfg in _triton.SWEEP:
+            _triton.CONFIG[size] = dict(cfg)
+            try:
+                ms = clock(lambda: rope(q, k, positions=pos))
+                got = rope(q, k, positions=pos)
+                err = max(_relerr(a, r) for a, r in zip(got, refs))
+            except Exception as e:  # a configuration that fails to build is reported
+                notes.append(f"sweep {dname} {cfg}: {type(e).__name__}: {str(e)[:200]}")
+                continue
+            rows.append({"config": dict(cfg), "ms": ms, "x_copy": ms / base, "relerr": err})
+        ok_rows = [r for r in rows if r["relerr"] <= SWEEP_RELERR[dname]]
+        best = min(ok_rows, key=lambda r: r["ms"])["config"] if ok_rows else default
+        _triton.CONFIG[size] = dict(best)
+        out[dname] = {"copy_ms": base, "rows": rows, "chosen": dict(best),
+                      "default_before": default}
+        print(f"sweep {dname}: copy_ {base:.4f} ms; chosen {best}", flush=True)
+        for r in sorted(rows, key=lambda r: r["ms"]):
+            print(f"   {str(r['config']):60s} {r['ms']:8.4f} ms {r['x_copy']:5.2f}x "
+                  f"{r['relerr']:.1e}", flush=True)
+    return out
 
 
 def _versions(device):
@@ -437,6 +483,8 @@ def main(argv=None):
     p.add_argument("--budget", type=float, default=270.0, help="seconds for the whole run")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile rows")
     p.add_argument("--cases", default=None, help="comma-separated case ids")
+    p.add_argument("--no-sweep", action="store_true",
+                   help="keep the kernel's configuration (no sweep before the cases)")
     a = p.parse_args(argv)
     import torch
 
@@ -466,6 +514,14 @@ def main(argv=None):
     json_path = out / ("results-gpu.json" if a.device == "cuda" else "results-gpu-cpu.json")
     md_path = json_path.with_suffix(".md")
     wanted = None if a.cases is None else set(a.cases.split(","))
+    if not a.no_sweep:
+        t0 = time.perf_counter()
+        results["sweep"] = choose_config(clock, a.device, a.quick, results["notes"])
+        results["sweep_seconds"] = time.perf_counter() - t0
+    from posenc.torch import _triton
+
+    # the configuration every posenc row below ran with (the sweep's choice)
+    results["kernel_config"] = {str(k): dict(v) for k, v in _triton.CONFIG.items()}
     for case in CASES:
         if wanted is not None and case[0] not in wanted:
             continue

@@ -1,13 +1,17 @@
-r"""The fused RoPE kernel (Triton): queries and keys of one token per program, one launch.
+r"""The fused RoPE kernel (Triton): queries and keys in one launch.
 
-One program rotates every head of ``q`` (and of ``k``, when given) at a block of tokens
-of one sample.  It reads the tokens' positions, forms the angles
-``position * inv_freq`` in float64 from posenc's float64 frequencies, takes their cosine and
-sine in float64, multiplies them by the attention factor and rounds them once to float32:
-exactly the values of posenc's float64-built tables, so the output is as accurate as those
-tables make the torch path (float32 arithmetic, one rounding into the output's dtype).  No
-table is read or cached, so any position that fits in int64 works, no host synchronisation
-is needed to check positions against a table, and memory is that of the input.
+One program rotates a tile of a few heads (of ``q``, or of ``k``) at a block of tokens of
+one sample; the programs of one block of tokens cover every head of both tensors, so one
+launch rotates ``q`` and ``k``.  A program reads its tokens' positions and forms the
+angles ``position * inv_freq`` in float64 from posenc's float64 frequencies.  Their cosine
+and sine are taken either in float64 (``trig`` 64), multiplied by the attention factor
+and rounded once to float32 (exactly the values of posenc's float64-built tables), or
+(``trig`` 32, the default) from the angle reduced modulo 2 pi in float64, whose float32
+part goes through float32 cosine and sine and whose remainder enters as a first-order
+correction: a few float64 operations per angle instead of some eighty, within a few
+float32 roundings of the float64 values.  No table is read or cached, so any position that
+fits in int64 works, no host synchronisation is needed to check positions against a
+table, and memory is that of the input.
 
 For each pair ``i`` (columns ``c1 = off + i`` and ``c2 = off + i + r/2`` in the half
 layout, ``c1 = off + 2i`` and ``c2 = c1 + 1`` in the interleaved one)::
@@ -41,13 +45,35 @@ except ImportError:  # pragma: no cover - older Triton
 
 __all__ = ["interpreting", "launch_rope"]
 
-#: Bytes of ``x`` one step of a program loads (both halves of a tile), and the most tokens
-#: a tile holds.  Measured (benchmarks/gpu.py's sweep, bfloat16 prefill of q and k, 16,384
-#: tokens): 8 KiB x 32 tokens ran at 1.47x copy_ on an H200 where 16 KiB x 16 tokens ran
-#: at 2.12x and 32 KiB tiles at 4.4-7.5x (register spills); float32 1.15x against 1.26x.
-#: 8 KiB x 32 tokens was also the configuration of an earlier H100 run (1.30x).
-TILE_BYTES = 8192
-BLOCK_T_MAX = 32
+#: The launch configuration for each element size (bytes): ``tile``, the bytes of ``x`` one
+#: program rotates (its rotated columns); ``heads``, the most heads a tile spans (the rest
+#: of the tile is tokens, so that the angles one program computes serve ``heads`` heads);
+#: ``trig``, 64 for the cosine and sine in float64 (libdevice), 32 for the angle reduced
+#: modulo 2 pi in float64 and its cosine and sine taken in float32 with the reduction's
+#: remainder as a first-order correction (a few float64 operations per angle instead of
+#: some eighty); ``warps``, the warps of a program (None: 4, or 8 for tiles of 8,192
+#: elements and more).  Chosen by benchmarks/gpu.py's sweep on an H100 (the committed
+#: benchmarks/results-gpu.json records the configuration it measured, and a test checks
+#: that it is this one).
+CONFIG: dict[int, dict] = {
+    2: {"tile": 8192, "heads": 8, "trig": 32, "warps": None},
+    4: {"tile": 8192, "heads": 8, "trig": 32, "warps": None},
+}
+
+#: The configurations benchmarks/gpu.py's sweep times before it chooses :data:`CONFIG`
+#: (tests/encodings/test_fused.py runs every one of them against the float64 reference).
+SWEEP = tuple(
+    [{"tile": tile, "heads": heads, "trig": 32, "warps": None}
+     for tile in (4096, 8192, 16384) for heads in (4, 8, 16)]
+    + [{"tile": tile, "heads": 8, "trig": 64, "warps": None} for tile in (8192, 16384)]
+    + [{"tile": 8192, "heads": 8, "trig": 32, "warps": w} for w in (2, 8)]
+    + [{"tile": 16384, "heads": 8, "trig": 32, "warps": w} for w in (4, 16)])
+
+
+#: 2 pi split in two float64 numbers (``TWO_PI_HI + TWO_PI_LO`` is 2 pi to about 1e-32)
+TWO_PI_HI = 6.283185307179586
+TWO_PI_LO = 2.4492935982947064e-16
+INV_TWO_PI = 0.15915494309189535
 
 
 def interpreting() -> bool:
@@ -56,67 +82,119 @@ def interpreting() -> bool:
 
 
 @triton.jit
-def _rotate_heads(x_ptr, o_ptr, H, sh, st, sd, soh, sot, sod, tt, tm, jj, jm, cos, sin,
-                  ROT_OFF, N_REST, H2: tl.constexpr, BLOCK_H: tl.constexpr,
-                  BLOCK_T: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_REST: tl.constexpr, HALF: tl.constexpr,
-                  COPY_REST: tl.constexpr):
-    """Rotate ``H`` heads at the tokens ``tt`` (``BLOCK_T`` of them), ``BLOCK_H`` at a time.
-
-    Tiles are ``(BLOCK_H, BLOCK_T, pairs)``: for a prefill, one head's tokens are one
-    contiguous run of memory; for a decoding step (one token), the heads are.
-    """
-    t3 = tt[None, :, None]
-    tm3 = tm[None, :, None]
-    for h0 in range(0, H, BLOCK_H):
-        hh = h0 + tl.arange(0, BLOCK_H)
-        h3 = hh[:, None, None].to(tl.int64)
-        hm3 = (hh < H)[:, None, None]
-        xrow = x_ptr + h3 * sh + t3 * st
-        orow = o_ptr + h3 * soh + t3 * sot
-        if HALF:
-            j3 = jj[None, None, :]
-            m = hm3 & tm3 & jm[None, None, :]
-            c1 = ROT_OFF + j3
-            x1 = tl.load(xrow + c1 * sd, mask=m, other=0.0).to(tl.float32)
-            x2 = tl.load(xrow + (c1 + H2) * sd, mask=m, other=0.0).to(tl.float32)
-            y1 = x1 * cos - x2 * sin
-            y2 = x2 * cos + x1 * sin
-            tl.store(orow + c1 * sod, y1.to(o_ptr.dtype.element_ty), mask=m)
-            tl.store(orow + (c1 + H2) * sod, y2.to(o_ptr.dtype.element_ty), mask=m)
+def _cos_sin(p, inv_ptr, jj, jm, H2, TRIG: tl.constexpr, LIBDEVICE: tl.constexpr,
+             INVERSE: tl.constexpr):
+    """float32 ``cos`` and ``sin`` (times the attention factor) of ``p * inv_freq``:
+    ``(BLOCK_T, BLOCK_P)`` from positions ``p`` (float64, ``(BLOCK_T,)``)."""
+    angle = p[:, None] * tl.load(inv_ptr + jj, mask=jm, other=0.0)[None, :]  # float64
+    scale = tl.load(inv_ptr + H2)  # the attention factor, float64, after the frequencies
+    if TRIG == 64:
+        if LIBDEVICE:
+            c64 = _libdevice.cos(angle)
+            s64 = _libdevice.sin(angle)
         else:
-            # one contiguous load of the pairs, split into (x1, x2) in registers
-            cc = tl.arange(0, 2 * BLOCK_P)
-            c3 = cc[None, None, :]
-            m = hm3 & tm3 & (c3 < 2 * H2)
-            x = tl.load(xrow + (ROT_OFF + c3) * sd, mask=m, other=0.0).to(tl.float32)
-            x1, x2 = tl.split(tl.reshape(x, (BLOCK_H, BLOCK_T, BLOCK_P, 2)))
-            y1 = x1 * cos - x2 * sin
-            y2 = x2 * cos + x1 * sin
-            y = tl.reshape(tl.join(y1, y2), (BLOCK_H, BLOCK_T, 2 * BLOCK_P))
-            tl.store(orow + (ROT_OFF + c3) * sod, y.to(o_ptr.dtype.element_ty), mask=m)
-        if COPY_REST:
-            ri = tl.arange(0, BLOCK_REST)
-            rc = tl.where(ri < ROT_OFF, ri, ri + 2 * H2)[None, None, :]
-            mr = hm3 & tm3 & (ri < N_REST)[None, None, :]
-            v = tl.load(x_ptr + h3 * sh + t3 * st + rc * sd, mask=mr, other=0.0)
-            tl.store(o_ptr + h3 * soh + t3 * sot + rc * sod, v, mask=mr)
+            c64 = tl.cos(angle)
+            s64 = tl.sin(angle)
+        cos = (c64 * scale).to(tl.float32)
+        sin = (s64 * scale).to(tl.float32)
+    else:
+        # r = angle - 2 pi k in float64, twice (the second round takes what k * TWO_PI_LO
+        # adds back for angles past 2**53), exact to about 1e-16 rad at any int64 position;
+        # then cos r = cos rh - sin rh * rl and sin r = sin rh + cos rh * rl, rh = float32(r)
+        kk = tl.floor(angle * INV_TWO_PI + 0.5)
+        r = tl.fma(-kk, TWO_PI_HI, angle) - kk * TWO_PI_LO
+        kk = tl.floor(r * INV_TWO_PI + 0.5)
+        r = tl.fma(-kk, TWO_PI_HI, r)
+        rh = r.to(tl.float32)
+        rl = (r - rh.to(tl.float64)).to(tl.float32)
+        if LIBDEVICE:
+            c = _libdevice.cos(rh)
+            s = _libdevice.sin(rh)
+        else:
+            c = tl.cos(rh)
+            s = tl.sin(rh)
+        sc = scale.to(tl.float32)
+        cos = (c - s * rl) * sc
+        sin = (s + c * rl) * sc
+    if INVERSE:
+        sin = -sin
+    return cos, sin
+
+
+@triton.jit
+def _rotate_tile(x_ptr, o_ptr, H, h0, sh, st, sd, soh, sot, sod, tt, tm, p, inv_ptr, jj, jm,
+                 ROT_OFF, N_REST, H2: tl.constexpr, BLOCK_H: tl.constexpr,
+                 BLOCK_T: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_REST: tl.constexpr, HALF: tl.constexpr,
+                 COPY_REST: tl.constexpr, TRIG: tl.constexpr, LIBDEVICE: tl.constexpr,
+                 INVERSE: tl.constexpr):
+    """Rotate heads ``h0 .. h0 + BLOCK_H - 1`` (those below ``H``) at the tokens ``tt``.
+
+    The tile ``(BLOCK_H, BLOCK_T, pairs)`` is loaded first and the angles computed while
+    it arrives.
+    """
+    hh = h0 + tl.arange(0, BLOCK_H)
+    h3 = hh[:, None, None].to(tl.int64)
+    hm3 = (hh < H)[:, None, None]
+    t3 = tt[:, None][None, :, :]
+    tm3 = tm[:, None][None, :, :]
+    xrow = x_ptr + h3 * sh + t3 * st
+    orow = o_ptr + h3 * soh + t3 * sot
+    if HALF:
+        j3 = jj[None, None, :]
+        m = hm3 & tm3 & jm[None, None, :]
+        c1 = ROT_OFF + j3
+        x1 = tl.load(xrow + c1 * sd, mask=m, other=0.0).to(tl.float32)
+        x2 = tl.load(xrow + (c1 + H2) * sd, mask=m, other=0.0).to(tl.float32)
+        cos, sin = _cos_sin(p, inv_ptr, jj, jm, H2, TRIG, LIBDEVICE, INVERSE)
+        cos = cos[None, :, :]
+        sin = sin[None, :, :]
+        y1 = x1 * cos - x2 * sin
+        y2 = x2 * cos + x1 * sin
+        tl.store(orow + c1 * sod, y1.to(o_ptr.dtype.element_ty), mask=m)
+        tl.store(orow + (c1 + H2) * sod, y2.to(o_ptr.dtype.element_ty), mask=m)
+    else:
+        # one contiguous load of the pairs, split into (x1, x2) in registers
+        cc = tl.arange(0, 2 * BLOCK_P)
+        c3 = cc[None, None, :]
+        m = hm3 & tm3 & (c3 < 2 * H2)
+        x = tl.load(xrow + (ROT_OFF + c3) * sd, mask=m, other=0.0).to(tl.float32)
+        cos, sin = _cos_sin(p, inv_ptr, jj, jm, H2, TRIG, LIBDEVICE, INVERSE)
+        cos = cos[None, :, :]
+        sin = sin[None, :, :]
+        x1, x2 = tl.split(tl.reshape(x, (BLOCK_H, BLOCK_T, BLOCK_P, 2)))
+        y1 = x1 * cos - x2 * sin
+        y2 = x2 * cos + x1 * sin
+        y = tl.reshape(tl.join(y1, y2), (BLOCK_H, BLOCK_T, 2 * BLOCK_P))
+        tl.store(orow + (ROT_OFF + c3) * sod, y.to(o_ptr.dtype.element_ty), mask=m)
+    if COPY_REST:
+        ri = tl.arange(0, BLOCK_REST)
+        rc = tl.where(ri < ROT_OFF, ri, ri + 2 * H2)[None, None, :]
+        mr = hm3 & tm3 & (ri < N_REST)[None, None, :]
+        v = tl.load(xrow + rc * sd, mask=mr, other=0.0)
+        tl.store(orow + rc * sod, v, mask=mr)
 
 
 @triton.jit
 def _rope_kernel(
     q_ptr, k_ptr, oq_ptr, ok_ptr, pos_ptr, inv_ptr,
-    start, T, N_TB, HQ, HK, ROT_OFF, N_REST,
+    start, T, N_TB, N_GQ, N_G, HQ, HK, ROT_OFF, N_REST,
     sqb, sqh, sqt, sqd, skb, skh, skt, skd,
     soqb, soqh, soqt, soqd, sokb, sokh, sokt, sokd,
     spb, spt,
     H2: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_T: tl.constexpr,
-    BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr, BLOCK_REST: tl.constexpr,
-    HAS_K: tl.constexpr, HAS_POS: tl.constexpr, HALF: tl.constexpr,
-    INVERSE: tl.constexpr, COPY_REST: tl.constexpr, LIBDEVICE: tl.constexpr,
+    BLOCK_H: tl.constexpr, BLOCK_REST: tl.constexpr,
+    HAS_POS: tl.constexpr, HALF: tl.constexpr,
+    INVERSE: tl.constexpr, COPY_REST: tl.constexpr, TRIG: tl.constexpr,
+    LIBDEVICE: tl.constexpr,
 ):
+    # one program: a block of BLOCK_T tokens of one sample and a group of BLOCK_H heads of
+    # q (groups 0 .. N_GQ - 1) or of k (the groups after); consecutive programs take the
+    # groups of one block of tokens
     pid = tl.program_id(0).to(tl.int64)
-    b = pid // N_TB
-    tt = (pid % N_TB) * BLOCK_T + tl.arange(0, BLOCK_T)
+    g = pid % N_G
+    bt = pid // N_G
+    b = bt // N_TB
+    tt = (bt % N_TB) * BLOCK_T + tl.arange(0, BLOCK_T)
     tm = tt < T
     if HAS_POS:
         p = tl.load(pos_ptr + b * spb + tt * spt, mask=tm, other=0).to(tl.float64)
@@ -124,25 +202,14 @@ def _rope_kernel(
         p = (start + tt).to(tl.float64)
     jj = tl.arange(0, BLOCK_P)
     jm = jj < H2
-    angle = p[:, None] * tl.load(inv_ptr + jj, mask=jm, other=0.0)[None, :]  # float64
-    if LIBDEVICE:
-        cos64 = _libdevice.cos(angle)
-        sin64 = _libdevice.sin(angle)
+    if g < N_GQ:
+        _rotate_tile(q_ptr + b * sqb, oq_ptr + b * soqb, HQ, g * BLOCK_H, sqh, sqt, sqd,
+                     soqh, soqt, soqd, tt, tm, p, inv_ptr, jj, jm, ROT_OFF, N_REST, H2,
+                     BLOCK_H, BLOCK_T, BLOCK_P, BLOCK_REST, HALF, COPY_REST, TRIG, LIBDEVICE, INVERSE)
     else:
-        cos64 = tl.cos(angle)
-        sin64 = tl.sin(angle)
-    scale = tl.load(inv_ptr + H2)  # the attention factor, float64, after the frequencies
-    cos = (cos64 * scale).to(tl.float32)[None, :, :]
-    sin = (sin64 * scale).to(tl.float32)[None, :, :]
-    if INVERSE:
-        sin = -sin
-    _rotate_heads(q_ptr + b * sqb, oq_ptr + b * soqb, HQ, sqh, sqt, sqd, soqh, soqt, soqd,
-                  tt, tm, jj, jm, cos, sin, ROT_OFF, N_REST, H2, BLOCK_HQ, BLOCK_T, BLOCK_P,
-                  BLOCK_REST, HALF, COPY_REST)
-    if HAS_K:
-        _rotate_heads(k_ptr + b * skb, ok_ptr + b * sokb, HK, skh, skt, skd, sokh, sokt, sokd,
-                      tt, tm, jj, jm, cos, sin, ROT_OFF, N_REST, H2, BLOCK_HK, BLOCK_T, BLOCK_P,
-                      BLOCK_REST, HALF, COPY_REST)
+        _rotate_tile(k_ptr + b * skb, ok_ptr + b * sokb, HK, (g - N_GQ) * BLOCK_H, skh, skt,
+                     skd, sokh, sokt, sokd, tt, tm, p, inv_ptr, jj, jm, ROT_OFF, N_REST, H2,
+                     BLOCK_H, BLOCK_T, BLOCK_P, BLOCK_REST, HALF, COPY_REST, TRIG, LIBDEVICE, INVERSE)
 
 
 def _as4d(x: torch.Tensor):
@@ -214,14 +281,20 @@ def launch_rope(q: torch.Tensor, oq: torch.Tensor, k: torch.Tensor | None,
         return True
     h2 = freqs.shape[0] - 1
     block_p = _block(h2)
-    # tiles of about TILE_BYTES: tokens first (a head's tokens are contiguous), then heads
-    # (all of them at once for a decoding step's single token)
-    half_elems = max(block_p, TILE_BYTES // (2 * q.element_size()))
-    block_t = max(1, min(BLOCK_T_MAX, half_elems // block_p))
+    cfg = CONFIG.get(q.element_size(), CONFIG[4])
+    tile: int = cfg["tile"]
+    most_heads: int = cfg["heads"]
+    # a tile of about ``tile`` bytes: up to ``most_heads`` heads (all of them for a
+    # decoding step's single token), the rest tokens
+    rows = max(1, tile // (2 * block_p * q.element_size()))
+    heads = _block(max(hq, hk))
+    block_t = max(1, rows // min(most_heads, heads))
     if isinstance(t, int):  # a shorter sequence takes a smaller tile (a decoding step: 1)
         block_t = min(block_t, _block(t))
-    per = max(1, half_elems // (block_p * block_t))
+    block_h = min(heads, max(1, rows // block_t))
     n_tb = (t + block_t - 1) // block_t
+    n_gq = (hq + block_h - 1) // block_h
+    n_g = n_gq + (hk + block_h - 1) // block_h
     n_rest = d - 2 * h2
     copy_rest = n_rest > 0 and oq is not q  # in place, the other columns stay
     if positions is None:
@@ -237,17 +310,16 @@ def launch_rope(q: torch.Tensor, oq: torch.Tensor, k: torch.Tensor | None,
                 spb = 0
     libdevice = q.device.type == "cuda" and _libdevice is not None and not interpreting()
     kernel = torch.library.wrap_triton(_rope_kernel) if traceable else _rope_kernel
+    warps = cfg["warps"] or (8 if block_p * block_t * block_h >= 8192 else 4)
     # tensors the kernel does not touch (no k, no positions) are stood in for by freqs,
     # never by q or oq: a traced graph must not see q twice among the kernel's arguments
-    kernel[(bq * n_tb,)](
+    kernel[(bq * n_tb * n_g,)](
         q, k if k is not None else freqs, oq, ok if ok is not None else freqs,
         positions if positions is not None else freqs, freqs,
-        int(start), t, n_tb, hq, hk, rot_off, max(n_rest, 0),
+        int(start), t, n_tb, n_gq, n_g, hq, hk, rot_off, max(n_rest, 0),
         *sq, *sk, *soq, *sok, spb, spt,
-        H2=h2, BLOCK_P=block_p, BLOCK_T=block_t, BLOCK_HQ=min(_block(hq), per),
-        BLOCK_HK=min(_block(max(hk, 1)), per), BLOCK_REST=_block(max(n_rest, 1)),
-        HAS_K=k is not None, HAS_POS=has_pos, HALF=half, INVERSE=inverse,
-        COPY_REST=copy_rest, LIBDEVICE=libdevice,
-        num_warps=8 if block_p * block_t * min(_block(max(hq, hk)), per) >= 4096 else 4,
+        H2=h2, BLOCK_P=block_p, BLOCK_T=block_t, BLOCK_H=block_h,
+        BLOCK_REST=_block(max(n_rest, 1)), HAS_POS=has_pos, HALF=half, INVERSE=inverse,
+        COPY_REST=copy_rest, TRIG=cfg["trig"], LIBDEVICE=libdevice, num_warps=warps,
     )
     return True

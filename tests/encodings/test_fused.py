@@ -116,6 +116,32 @@ def test_kernel_matches_float64_reference(device, layout, dtype, d, r, where):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("i", range(len(__import__("posenc.torch._triton",
+                                                   fromlist=["SWEEP"]).SWEEP)))
+def test_every_swept_configuration_matches_float64(device, i, monkeypatch):
+    """Each configuration the GPU benchmark may choose (tile, heads per tile, float64 or
+    reduced float32 trigonometry, warps), at positions up to int64's range: the reduced
+    angle must stay exact where the float64 angle itself is far past 2**53."""
+    from posenc.torch import _triton
+
+    cfg = _triton.SWEEP[i]
+    layout = "half" if i % 2 else "interleaved"
+    dtype = torch.bfloat16 if i % 3 == 0 else torch.float32
+    monkeypatch.setitem(_triton.CONFIG, 2, dict(cfg))
+    monkeypatch.setitem(_triton.CONFIG, 4, dict(cfg))
+    g = torch.Generator().manual_seed(i)
+    b, hq, hk, t, d = 2, 12, 3, 6, 64
+    q = torch.randn(b, t, hq, d, generator=g).to(dtype).to(device).transpose(1, 2)
+    k = torch.randn(b, hk, t, d, generator=g).to(dtype).to(device)
+    positions = torch.tensor([[0, 1, 2**53 + 1, 2**62, -(2**62) + 7, 9_000_000_000_000_000_000],
+                              [5, 4_000_000, 123_456_789_012, 3, 2**31, -1]], device=device)
+    oq, ok = _fused.rope_qk(q, k, positions, 0, _freqs(d, device=device),
+                            layout == "half", 0)
+    _check(oq, _ref(q, positions, layout, d), dtype)
+    _check(ok, _ref(k, positions, layout, d), dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 def test_positions_as_run_tensor_and_rows(device, layout):
     g = torch.Generator().manual_seed(1)
