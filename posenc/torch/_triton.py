@@ -70,67 +70,21 @@ SWEEP = tuple(
     + [{"tile": 16384, "heads": 8, "trig": 32, "warps": w} for w in (4, 16)])
 
 
-#: 2 pi split in two float64 numbers (``TWO_PI_HI + TWO_PI_LO`` is 2 pi to about 1e-32)
-TWO_PI_HI = 6.283185307179586
-TWO_PI_LO = 2.4492935982947064e-16
-INV_TWO_PI = 0.15915494309189535
-
-
 def interpreting() -> bool:
     """Whether Triton runs kernels in its interpreter (``TRITON_INTERPRET=1``)."""
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 @triton.jit
-def _cos_sin(p, inv_ptr, jj, jm, H2, TRIG: tl.constexpr, LIBDEVICE: tl.constexpr,
-             INVERSE: tl.constexpr):
-    """float32 ``cos`` and ``sin`` (times the attention factor) of ``p * inv_freq``:
-    ``(BLOCK_T, BLOCK_P)`` from positions ``p`` (float64, ``(BLOCK_T,)``)."""
-    angle = p[:, None] * tl.load(inv_ptr + jj, mask=jm, other=0.0)[None, :]  # float64
-    scale = tl.load(inv_ptr + H2)  # the attention factor, float64, after the frequencies
-    if TRIG == 64:
-        if LIBDEVICE:
-            c64 = _libdevice.cos(angle)
-            s64 = _libdevice.sin(angle)
-        else:
-            c64 = tl.cos(angle)
-            s64 = tl.sin(angle)
-        cos = (c64 * scale).to(tl.float32)
-        sin = (s64 * scale).to(tl.float32)
-    else:
-        # r = angle - 2 pi k in float64, twice (the second round takes what k * TWO_PI_LO
-        # adds back for angles past 2**53), exact to about 1e-16 rad at any int64 position;
-        # then cos r = cos rh - sin rh * rl and sin r = sin rh + cos rh * rl, rh = float32(r)
-        kk = tl.floor(angle * INV_TWO_PI + 0.5)
-        r = tl.fma(-kk, TWO_PI_HI, angle) - kk * TWO_PI_LO
-        kk = tl.floor(r * INV_TWO_PI + 0.5)
-        r = tl.fma(-kk, TWO_PI_HI, r)
-        rh = r.to(tl.float32)
-        rl = (r - rh.to(tl.float64)).to(tl.float32)
-        if LIBDEVICE:
-            c = _libdevice.cos(rh)
-            s = _libdevice.sin(rh)
-        else:
-            c = tl.cos(rh)
-            s = tl.sin(rh)
-        sc = scale.to(tl.float32)
-        cos = (c - s * rl) * sc
-        sin = (s + c * rl) * sc
-    if INVERSE:
-        sin = -sin
-    return cos, sin
-
-
-@triton.jit
-def _rotate_tile(x_ptr, o_ptr, H, h0, sh, st, sd, soh, sot, sod, tt, tm, p, inv_ptr, jj, jm,
+def _rotate_tile(x_ptr, o_ptr, H, h0, sh, st, sd, soh, sot, sod, tt, tm, cos, sin, jj, jm,
                  ROT_OFF, N_REST, H2: tl.constexpr, BLOCK_H: tl.constexpr,
-                 BLOCK_T: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_REST: tl.constexpr, HALF: tl.constexpr,
-                 COPY_REST: tl.constexpr, TRIG: tl.constexpr, LIBDEVICE: tl.constexpr,
-                 INVERSE: tl.constexpr):
-    """Rotate heads ``h0 .. h0 + BLOCK_H - 1`` (those below ``H``) at the tokens ``tt``.
+                 BLOCK_T: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_REST: tl.constexpr,
+                 HALF: tl.constexpr, COPY_REST: tl.constexpr):
+    """Rotate heads ``h0 .. h0 + BLOCK_H - 1`` (those below ``H``) at the tokens ``tt``
+    by ``cos`` and ``sin`` (``(BLOCK_T, BLOCK_P)``, float32).
 
-    The tile ``(BLOCK_H, BLOCK_T, pairs)`` is loaded first and the angles computed while
-    it arrives.
+    (Only ``tl`` is used here: a helper that reads module globals fails to build when
+    Inductor copies the kernel into its generated code.)
     """
     hh = h0 + tl.arange(0, BLOCK_H)
     h3 = hh[:, None, None].to(tl.int64)
@@ -145,7 +99,6 @@ def _rotate_tile(x_ptr, o_ptr, H, h0, sh, st, sd, soh, sot, sod, tt, tm, p, inv_
         c1 = ROT_OFF + j3
         x1 = tl.load(xrow + c1 * sd, mask=m, other=0.0).to(tl.float32)
         x2 = tl.load(xrow + (c1 + H2) * sd, mask=m, other=0.0).to(tl.float32)
-        cos, sin = _cos_sin(p, inv_ptr, jj, jm, H2, TRIG, LIBDEVICE, INVERSE)
         cos = cos[None, :, :]
         sin = sin[None, :, :]
         y1 = x1 * cos - x2 * sin
@@ -158,7 +111,6 @@ def _rotate_tile(x_ptr, o_ptr, H, h0, sh, st, sd, soh, sot, sod, tt, tm, p, inv_
         c3 = cc[None, None, :]
         m = hm3 & tm3 & (c3 < 2 * H2)
         x = tl.load(xrow + (ROT_OFF + c3) * sd, mask=m, other=0.0).to(tl.float32)
-        cos, sin = _cos_sin(p, inv_ptr, jj, jm, H2, TRIG, LIBDEVICE, INVERSE)
         cos = cos[None, :, :]
         sin = sin[None, :, :]
         x1, x2 = tl.split(tl.reshape(x, (BLOCK_H, BLOCK_T, BLOCK_P, 2)))
@@ -202,14 +154,52 @@ def _rope_kernel(
         p = (start + tt).to(tl.float64)
     jj = tl.arange(0, BLOCK_P)
     jm = jj < H2
+    angle = p[:, None] * tl.load(inv_ptr + jj, mask=jm, other=0.0)[None, :]  # float64
+    scale = tl.load(inv_ptr + H2)  # the attention factor, float64, after the frequencies
+    if TRIG == 64:
+        if LIBDEVICE:
+            c64 = _libdevice.cos(angle)
+            s64 = _libdevice.sin(angle)
+        else:
+            c64 = tl.cos(angle)
+            s64 = tl.sin(angle)
+        cos = (c64 * scale).to(tl.float32)
+        sin = (s64 * scale).to(tl.float32)
+    else:
+        # r = angle - 2 pi k in float64, 2 pi as 6.283185307179586 + 2.4492935982947064e-16
+        # (float64 constants made by tl.full: a bare Python float would be float32), twice:
+        # the second round takes back what k times the low part adds for angles past 2**53.
+        # r is then exact to about 1e-16 rad at any int64 position, and
+        # cos r = cos rh - sin rh * rl, sin r = sin rh + cos rh * rl with rh = float32(r)
+        two_pi_hi = tl.full([], 6.283185307179586, tl.float64)
+        two_pi_lo = tl.full([], 2.4492935982947064e-16, tl.float64)
+        inv_two_pi = tl.full([], 0.15915494309189535, tl.float64)
+        half64 = tl.full([], 0.5, tl.float64)
+        kk = tl.floor(angle * inv_two_pi + half64)
+        r = tl.fma(-kk, two_pi_hi, angle) - kk * two_pi_lo
+        kk = tl.floor(r * inv_two_pi + half64)
+        r = tl.fma(-kk, two_pi_hi, r)
+        rh = r.to(tl.float32)
+        rl = (r - rh.to(tl.float64)).to(tl.float32)
+        if LIBDEVICE:
+            c = _libdevice.cos(rh)
+            s = _libdevice.sin(rh)
+        else:
+            c = tl.cos(rh)
+            s = tl.sin(rh)
+        sc = scale.to(tl.float32)
+        cos = (c - s * rl) * sc
+        sin = (s + c * rl) * sc
+    if INVERSE:
+        sin = -sin
     if g < N_GQ:
         _rotate_tile(q_ptr + b * sqb, oq_ptr + b * soqb, HQ, g * BLOCK_H, sqh, sqt, sqd,
-                     soqh, soqt, soqd, tt, tm, p, inv_ptr, jj, jm, ROT_OFF, N_REST, H2,
-                     BLOCK_H, BLOCK_T, BLOCK_P, BLOCK_REST, HALF, COPY_REST, TRIG, LIBDEVICE, INVERSE)
+                     soqh, soqt, soqd, tt, tm, cos, sin, jj, jm, ROT_OFF, N_REST, H2,
+                     BLOCK_H, BLOCK_T, BLOCK_P, BLOCK_REST, HALF, COPY_REST)
     else:
         _rotate_tile(k_ptr + b * skb, ok_ptr + b * sokb, HK, (g - N_GQ) * BLOCK_H, skh, skt,
-                     skd, sokh, sokt, sokd, tt, tm, p, inv_ptr, jj, jm, ROT_OFF, N_REST, H2,
-                     BLOCK_H, BLOCK_T, BLOCK_P, BLOCK_REST, HALF, COPY_REST, TRIG, LIBDEVICE, INVERSE)
+                     skd, sokh, sokt, sokd, tt, tm, cos, sin, jj, jm, ROT_OFF, N_REST, H2,
+                     BLOCK_H, BLOCK_T, BLOCK_P, BLOCK_REST, HALF, COPY_REST)
 
 
 def _as4d(x: torch.Tensor):
@@ -237,6 +227,29 @@ def _as4d(x: torch.Tensor):
 def _block(n: int) -> int:
     """The power of two ``>= n`` (a symbolic size is specialised to its value)."""
     return 1 << max(int(n) - 1, 0).bit_length()
+
+
+def plan(hq, hk, t, block_p, element_size, cfg=None):
+    """``(BLOCK_T, BLOCK_H, token blocks, q head groups, all head groups, warps)`` of a
+    launch: ``hq`` and ``hk`` heads (``hk`` 0 without k), ``t`` tokens (an int, or a
+    symbolic size: the largest tile of tokens), ``block_p`` pairs (a power of two),
+    ``element_size`` bytes; ``cfg`` defaults to :data:`CONFIG` for the element size."""
+    cfg = cfg or CONFIG.get(element_size, CONFIG[4])
+    tile: int = cfg["tile"]
+    most_heads: int = cfg["heads"]
+    # a tile of about ``tile`` bytes: up to ``most_heads`` heads (all of them for a
+    # decoding step's single token), the rest tokens
+    rows = max(1, tile // (2 * block_p * element_size))
+    heads = _block(max(hq, hk))
+    block_t = max(1, rows // min(most_heads, heads))
+    if isinstance(t, int):  # a shorter sequence takes a smaller tile (a decoding step: 1)
+        block_t = min(block_t, _block(t))
+    block_h = min(heads, max(1, rows // block_t))
+    n_tb = (t + block_t - 1) // block_t
+    n_gq = (hq + block_h - 1) // block_h
+    n_g = n_gq + (hk + block_h - 1) // block_h
+    warps = cfg["warps"] or (8 if block_p * block_t * block_h >= 8192 else 4)
+    return block_t, block_h, n_tb, n_gq, n_g, warps
 
 
 def launch_rope(q: torch.Tensor, oq: torch.Tensor, k: torch.Tensor | None,
@@ -281,20 +294,7 @@ def launch_rope(q: torch.Tensor, oq: torch.Tensor, k: torch.Tensor | None,
         return True
     h2 = freqs.shape[0] - 1
     block_p = _block(h2)
-    cfg = CONFIG.get(q.element_size(), CONFIG[4])
-    tile: int = cfg["tile"]
-    most_heads: int = cfg["heads"]
-    # a tile of about ``tile`` bytes: up to ``most_heads`` heads (all of them for a
-    # decoding step's single token), the rest tokens
-    rows = max(1, tile // (2 * block_p * q.element_size()))
-    heads = _block(max(hq, hk))
-    block_t = max(1, rows // min(most_heads, heads))
-    if isinstance(t, int):  # a shorter sequence takes a smaller tile (a decoding step: 1)
-        block_t = min(block_t, _block(t))
-    block_h = min(heads, max(1, rows // block_t))
-    n_tb = (t + block_t - 1) // block_t
-    n_gq = (hq + block_h - 1) // block_h
-    n_g = n_gq + (hk + block_h - 1) // block_h
+    block_t, block_h, n_tb, n_gq, n_g, warps = plan(hq, hk, t, block_p, q.element_size())
     n_rest = d - 2 * h2
     copy_rest = n_rest > 0 and oq is not q  # in place, the other columns stay
     if positions is None:
@@ -310,7 +310,6 @@ def launch_rope(q: torch.Tensor, oq: torch.Tensor, k: torch.Tensor | None,
                 spb = 0
     libdevice = q.device.type == "cuda" and _libdevice is not None and not interpreting()
     kernel = torch.library.wrap_triton(_rope_kernel) if traceable else _rope_kernel
-    warps = cfg["warps"] or (8 if block_p * block_t * block_h >= 8192 else 4)
     # tensors the kernel does not touch (no k, no positions) are stood in for by freqs,
     # never by q or oq: a traced graph must not see q twice among the kernel's arguments
     kernel[(bq * n_tb * n_g,)](
@@ -320,6 +319,6 @@ def launch_rope(q: torch.Tensor, oq: torch.Tensor, k: torch.Tensor | None,
         *sq, *sk, *soq, *sok, spb, spt,
         H2=h2, BLOCK_P=block_p, BLOCK_T=block_t, BLOCK_H=block_h,
         BLOCK_REST=_block(max(n_rest, 1)), HAS_POS=has_pos, HALF=half, INVERSE=inverse,
-        COPY_REST=copy_rest, TRIG=cfg["trig"], LIBDEVICE=libdevice, num_warps=warps,
+        COPY_REST=copy_rest, TRIG=CONFIG.get(q.element_size(), CONFIG[4])["trig"], LIBDEVICE=libdevice, num_warps=warps,
     )
     return True

@@ -479,3 +479,50 @@ def test_operators_without_triton_are_custom_ops(tmp_path):
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "CUSTOM-OP-OK" in proc.stdout
+
+
+def _compile_for_hopper(dtype, cfg, hq=32, hk=8, t=16384, d=128, **flags):
+    """Build the kernel ahead of time for an H100 (sm_90) as the launch would configure
+    it: Triton's compiler runs without a GPU, so errors that the interpreter cannot see
+    (a module global read inside the kernel, a type the GPU backend rejects) fail here."""
+    import inspect
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from posenc.torch import _triton
+
+    h2 = d // 2
+    size = {"bf16": 2, "fp16": 2, "fp32": 4}[dtype]
+    block_t, block_h, *_, warps = _triton.plan(hq, hk, t, h2, size, cfg)
+    const = dict(H2=h2, BLOCK_P=h2, BLOCK_T=block_t, BLOCK_H=block_h, BLOCK_REST=1,
+                 HAS_POS=False, HALF=True, INVERSE=False, COPY_REST=False,
+                 TRIG=cfg["trig"], LIBDEVICE=True)
+    const.update(flags)
+    ptrs = {"q_ptr": f"*{dtype}", "k_ptr": f"*{dtype}", "oq_ptr": f"*{dtype}",
+            "ok_ptr": f"*{dtype}", "pos_ptr": "*i64", "inv_ptr": "*fp64"}
+    sig = {}
+    for name in inspect.signature(_triton._rope_kernel.fn).parameters:
+        sig[name] = ptrs.get(name, "constexpr" if name in const else "i64")
+    src = ASTSource(fn=_triton._rope_kernel, signature=sig, constexprs=const)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": warps})
+
+
+@pytest.mark.parametrize("case", [
+    ("bf16", 0, {}), ("fp32", 4, {}), ("bf16", 9, {}), ("fp16", 13, {}),
+    ("bf16", 1, {"HALF": False}), ("fp32", 2, {"HAS_POS": True, "INVERSE": True}),
+    ("bf16", 4, {"COPY_REST": True, "BLOCK_REST": 32}),
+])
+def test_kernel_builds_for_an_h100_without_a_gpu(case, monkeypatch):
+    """Every trigonometry mode and the launch's variants compile to sm_90 machine code."""
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
+    from posenc.torch import _triton
+
+    dtype, i, flags = case
+    kernel = _compile_for_hopper(dtype, _triton.SWEEP[i], **flags)
+    assert "cubin" in kernel.asm and kernel.asm["cubin"]
+    ptx = kernel.asm["ptx"]
+    if _triton.SWEEP[i]["trig"] == 32:  # 2 pi's float64 parts are float64 immediates
+        assert "0d401921FB54442D18" in ptx and "fma.rn.f64" in ptx
