@@ -481,48 +481,69 @@ def test_operators_without_triton_are_custom_ops(tmp_path):
     assert "CUSTOM-OP-OK" in proc.stdout
 
 
-def _compile_for_hopper(dtype, cfg, hq=32, hk=8, t=16384, d=128, **flags):
-    """Build the kernel ahead of time for an H100 (sm_90) as the launch would configure
-    it: Triton's compiler runs without a GPU, so errors that the interpreter cannot see
-    (a module global read inside the kernel, a type the GPU backend rejects) fail here."""
-    import inspect
 
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
+#: compiles the kernel for an H100 (sm_90) in a process without Triton's interpreter (the
+#: test session runs kernels interpreted, and an interpreted kernel cannot be compiled);
+#: argv[1] is a JSON list of [dtype, configuration index, extra constexprs]
+_AOT_SCRIPT = r"""
+import inspect, json, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from posenc.torch import _triton
 
-    from posenc.torch import _triton
-
-    h2 = d // 2
-    size = {"bf16": 2, "fp16": 2, "fp32": 4}[dtype]
-    block_t, block_h, *_, warps = _triton.plan(hq, hk, t, h2, size, cfg)
+out = []
+for dtype, i, flags in json.loads(sys.argv[1]):
+    cfg = _triton.SWEEP[i]
+    h2, size = 64, {"bf16": 2, "fp16": 2, "fp32": 4}[dtype]
+    block_t, block_h, *_, warps = _triton.plan(32, 8, 16384, h2, size, cfg)
     const = dict(H2=h2, BLOCK_P=h2, BLOCK_T=block_t, BLOCK_H=block_h, BLOCK_REST=1,
                  HAS_POS=False, HALF=True, INVERSE=False, COPY_REST=False,
                  TRIG=cfg["trig"], LIBDEVICE=True)
     const.update(flags)
-    ptrs = {"q_ptr": f"*{dtype}", "k_ptr": f"*{dtype}", "oq_ptr": f"*{dtype}",
-            "ok_ptr": f"*{dtype}", "pos_ptr": "*i64", "inv_ptr": "*fp64"}
-    sig = {}
-    for name in inspect.signature(_triton._rope_kernel.fn).parameters:
-        sig[name] = ptrs.get(name, "constexpr" if name in const else "i64")
-    src = ASTSource(fn=_triton._rope_kernel, signature=sig, constexprs=const)
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                          options={"num_warps": warps})
+    ptrs = {n: "*" + dtype for n in ("q_ptr", "k_ptr", "oq_ptr", "ok_ptr")}
+    ptrs.update(pos_ptr="*i64", inv_ptr="*fp64")
+    sig = {n: ptrs.get(n, "constexpr" if n in const else "i64")
+           for n in inspect.signature(_triton._rope_kernel.fn).parameters}
+    try:
+        k = triton.compile(ASTSource(fn=_triton._rope_kernel, signature=sig, constexprs=const),
+                           target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+    except Exception as e:
+        msgs = []
+        while e is not None:
+            msgs.append(f"{type(e).__name__}: {e}"[-400:])
+            e = e.__cause__
+        out.append({"error": " <- ".join(msgs)})
+        continue
+    out.append({"cubin": len(k.asm["cubin"]), "ptx": k.asm["ptx"]})
+print(json.dumps(out))
+"""
+
+AOT_CASES = [
+    ["bf16", 0, {}], ["fp32", 4, {}], ["bf16", 9, {}], ["fp16", 13, {}],
+    ["bf16", 1, {"HALF": False}], ["fp32", 2, {"HAS_POS": True, "INVERSE": True}],
+    ["bf16", 4, {"COPY_REST": True, "BLOCK_REST": 32}],
+]
 
 
-@pytest.mark.parametrize("case", [
-    ("bf16", 0, {}), ("fp32", 4, {}), ("bf16", 9, {}), ("fp16", 13, {}),
-    ("bf16", 1, {"HALF": False}), ("fp32", 2, {"HAS_POS": True, "INVERSE": True}),
-    ("bf16", 4, {"COPY_REST": True, "BLOCK_REST": 32}),
-])
-def test_kernel_builds_for_an_h100_without_a_gpu(case, monkeypatch):
-    """Every trigonometry mode and the launch's variants compile to sm_90 machine code."""
-    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
+def test_kernel_builds_for_an_h100_without_a_gpu():
+    """Every trigonometry mode and the launch's variants compile to sm_90 machine code:
+    Triton's compiler runs without a GPU, so errors the interpreter cannot see (a module
+    global read inside the kernel, a type the GPU backend rejects) fail here, not on the
+    first GPU that meets them."""
+    import json
+    import subprocess
+    import sys
+
     from posenc.torch import _triton
 
-    dtype, i, flags = case
-    kernel = _compile_for_hopper(dtype, _triton.SWEEP[i], **flags)
-    assert "cubin" in kernel.asm and kernel.asm["cubin"]
-    ptx = kernel.asm["ptx"]
-    if _triton.SWEEP[i]["trig"] == 32:  # 2 pi's float64 parts are float64 immediates
-        assert "0d401921FB54442D18" in ptx and "fma.rn.f64" in ptx
+    env = dict(os.environ, TRITON_INTERPRET="0", TRITON_DEFAULT_FP_FUSION="1")
+    run = subprocess.run([sys.executable, "-c", _AOT_SCRIPT, json.dumps(AOT_CASES)],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    results = json.loads(run.stdout.strip().splitlines()[-1])
+    for (dtype, i, flags), res in zip(AOT_CASES, results, strict=True):
+        assert "error" not in res, (dtype, i, flags, res.get("error"))
+        assert res["cubin"] > 0
+        if _triton.SWEEP[i]["trig"] == 32:  # 2 pi as a float64 immediate (either sign)
+            assert "01921FB54442D18" in res["ptx"] and "fma.rn.f64" in res["ptx"]  # +-2 pi
