@@ -38,10 +38,15 @@ import torch
 import triton
 import triton.language as tl
 
-try:  # the precise float64 cosine and sine on NVIDIA GPUs
-    from triton.language.extra import libdevice as _libdevice
+try:  # the precise cosine and sine on NVIDIA GPUs (float64 and float32)
+    # imported as functions, not as a module: Inductor, which copies the kernel's source
+    # into its generated code, re-imports the triton functions a kernel names but not
+    # modules (a module global is undefined there)
+    from triton.language.extra.libdevice import cos as _dev_cos, sin as _dev_sin
+    _LIBDEVICE = True
 except ImportError:  # pragma: no cover - older Triton
-    _libdevice = None
+    _dev_cos = _dev_sin = None
+    _LIBDEVICE = False
 
 __all__ = ["interpreting", "launch_rope"]
 
@@ -56,8 +61,8 @@ __all__ = ["interpreting", "launch_rope"]
 #: benchmarks/results-gpu.json records the configuration it measured, and a test checks
 #: that it is this one).
 CONFIG: dict[int, dict] = {
-    2: {"tile": 8192, "heads": 8, "trig": 32, "warps": None},
-    4: {"tile": 8192, "heads": 8, "trig": 32, "warps": None},
+    2: {"tile": 8192, "heads": 8, "trig": 32, "warps": 2},
+    4: {"tile": 8192, "heads": 16, "trig": 32, "warps": None},
 }
 
 #: The configurations benchmarks/gpu.py's sweep times before it chooses :data:`CONFIG`
@@ -65,9 +70,12 @@ CONFIG: dict[int, dict] = {
 SWEEP = tuple(
     [{"tile": tile, "heads": heads, "trig": 32, "warps": None}
      for tile in (4096, 8192, 16384) for heads in (4, 8, 16)]
-    + [{"tile": tile, "heads": 8, "trig": 64, "warps": None} for tile in (8192, 16384)]
-    + [{"tile": 8192, "heads": 8, "trig": 32, "warps": w} for w in (2, 8)]
-    + [{"tile": 16384, "heads": 8, "trig": 32, "warps": w} for w in (4, 16)])
+    + [{"tile": 8192, "heads": 8, "trig": 64, "warps": None},
+       {"tile": 8192, "heads": 8, "trig": 64, "warps": 2}]
+    + [{"tile": 8192, "heads": 8, "trig": 32, "warps": w} for w in (1, 2, 8)]
+    + [{"tile": 4096, "heads": 8, "trig": 32, "warps": w} for w in (1, 2)]
+    + [{"tile": 16384, "heads": 8, "trig": 32, "warps": 2},
+       {"tile": 8192, "heads": 16, "trig": 32, "warps": 2}])
 
 
 def interpreting() -> bool:
@@ -158,8 +166,8 @@ def _rope_kernel(
     scale = tl.load(inv_ptr + H2)  # the attention factor, float64, after the frequencies
     if TRIG == 64:
         if LIBDEVICE:
-            c64 = _libdevice.cos(angle)
-            s64 = _libdevice.sin(angle)
+            c64 = _dev_cos(angle)
+            s64 = _dev_sin(angle)
         else:
             c64 = tl.cos(angle)
             s64 = tl.sin(angle)
@@ -182,8 +190,8 @@ def _rope_kernel(
         rh = r.to(tl.float32)
         rl = (r - rh.to(tl.float64)).to(tl.float32)
         if LIBDEVICE:
-            c = _libdevice.cos(rh)
-            s = _libdevice.sin(rh)
+            c = _dev_cos(rh)
+            s = _dev_sin(rh)
         else:
             c = tl.cos(rh)
             s = tl.sin(rh)
@@ -308,7 +316,7 @@ def launch_rope(q: torch.Tensor, oq: torch.Tensor, k: torch.Tensor | None,
             spb, spt = positions.stride()
             if positions.shape[0] == 1:
                 spb = 0
-    libdevice = q.device.type == "cuda" and _libdevice is not None and not interpreting()
+    libdevice = q.device.type == "cuda" and _LIBDEVICE and not interpreting()
     kernel = torch.library.wrap_triton(_rope_kernel) if traceable else _rope_kernel
     # tensors the kernel does not touch (no k, no positions) are stood in for by freqs,
     # never by q or oq: a traced graph must not see q twice among the kernel's arguments

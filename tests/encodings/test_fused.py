@@ -486,14 +486,29 @@ def test_operators_without_triton_are_custom_ops(tmp_path):
 #: test session runs kernels interpreted, and an interpreted kernel cannot be compiled);
 #: argv[1] is a JSON list of [dtype, configuration index, extra constexprs]
 _AOT_SCRIPT = r"""
-import inspect, json, sys
+import importlib.util, inspect, json, sys, tempfile
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from posenc.torch import _triton
 
+# the kernel as torch.compile's Inductor writes it into its generated code: the source
+# of the kernel and of the helpers it calls, with the imports Inductor derives from the
+# kernel's globals, under the header Inductor's files start with
+from torch._inductor.codegen.wrapper import (
+    user_defined_triton_kernel_transitive_closure_source_code as closure)
+src = "import triton\nimport triton.language as tl\n@triton.jit\n" + closure(
+    _triton._rope_kernel)
+path = tempfile.NamedTemporaryFile("w", suffix=".py", delete=False)
+path.write(src)
+path.close()
+spec = importlib.util.spec_from_file_location("inductor_copy", path.name)
+inductor_copy = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(inductor_copy)
+
 out = []
-for dtype, i, flags in json.loads(sys.argv[1]):
+for dtype, i, flags, where in json.loads(sys.argv[1]):
+    kernel = inductor_copy._rope_kernel if where == "inductor" else _triton._rope_kernel
     cfg = _triton.SWEEP[i]
     h2, size = 64, {"bf16": 2, "fp16": 2, "fp32": 4}[dtype]
     block_t, block_h, *_, warps = _triton.plan(32, 8, 16384, h2, size, cfg)
@@ -504,9 +519,9 @@ for dtype, i, flags in json.loads(sys.argv[1]):
     ptrs = {n: "*" + dtype for n in ("q_ptr", "k_ptr", "oq_ptr", "ok_ptr")}
     ptrs.update(pos_ptr="*i64", inv_ptr="*fp64")
     sig = {n: ptrs.get(n, "constexpr" if n in const else "i64")
-           for n in inspect.signature(_triton._rope_kernel.fn).parameters}
+           for n in inspect.signature(kernel.fn).parameters}
     try:
-        k = triton.compile(ASTSource(fn=_triton._rope_kernel, signature=sig, constexprs=const),
+        k = triton.compile(ASTSource(fn=kernel, signature=sig, constexprs=const),
                            target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
     except Exception as e:
         msgs = []
@@ -520,17 +535,21 @@ print(json.dumps(out))
 """
 
 AOT_CASES = [
-    ["bf16", 0, {}], ["fp32", 4, {}], ["bf16", 9, {}], ["fp16", 13, {}],
-    ["bf16", 1, {"HALF": False}], ["fp32", 2, {"HAS_POS": True, "INVERSE": True}],
-    ["bf16", 4, {"COPY_REST": True, "BLOCK_REST": 32}],
+    ["bf16", 0, {}, "posenc"], ["fp32", 4, {}, "posenc"], ["bf16", 9, {}, "posenc"],
+    ["fp16", 13, {}, "posenc"], ["bf16", 1, {"HALF": False}, "posenc"],
+    ["fp32", 2, {"HAS_POS": True, "INVERSE": True}, "posenc"],
+    ["bf16", 4, {"COPY_REST": True, "BLOCK_REST": 32}, "posenc"],
+    # as Inductor compiles it inside torch.compile (both trigonometry modes)
+    ["bf16", 4, {}, "inductor"], ["fp32", 9, {"HAS_POS": True}, "inductor"],
 ]
 
 
 def test_kernel_builds_for_an_h100_without_a_gpu():
-    """Every trigonometry mode and the launch's variants compile to sm_90 machine code:
+    """Every trigonometry mode and the launch's variants compile to sm_90 machine code,
+    as posenc launches the kernel and as Inductor copies it into a compiled graph's code:
     Triton's compiler runs without a GPU, so errors the interpreter cannot see (a module
-    global read inside the kernel, a type the GPU backend rejects) fail here, not on the
-    first GPU that meets them."""
+    global read inside the kernel, a name Inductor's copy lacks, a type the GPU backend
+    rejects) fail here, not on the first GPU that meets them."""
     import json
     import subprocess
     import sys
@@ -542,8 +561,8 @@ def test_kernel_builds_for_an_h100_without_a_gpu():
                          capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     results = json.loads(run.stdout.strip().splitlines()[-1])
-    for (dtype, i, flags), res in zip(AOT_CASES, results, strict=True):
-        assert "error" not in res, (dtype, i, flags, res.get("error"))
+    for (dtype, i, flags, where), res in zip(AOT_CASES, results, strict=True):
+        assert "error" not in res, (dtype, i, flags, where, res.get("error"))
         assert res["cubin"] > 0
         if _triton.SWEEP[i]["trig"] == 32:  # 2 pi as a float64 immediate (either sign)
             assert "01921FB54442D18" in res["ptx"] and "fma.rn.f64" in res["ptx"]  # +-2 pi
