@@ -20,7 +20,8 @@ from ._results import _CHECKOUT, _walk_up
 from ._style import add_labels, get_language, label
 from ._tables import BookTable
 
-__all__ = ["gpu_bench_table", "gpu_headlines", "gpu_machine_line", "load_gpu_results"]
+__all__ = ["gpu_bench_table", "gpu_headlines", "gpu_machine_line", "gpu_sweep_table",
+           "load_gpu_results"]
 
 RESULTS_RELPATH = Path("benchmarks") / "results-gpu.json"
 
@@ -29,6 +30,13 @@ add_labels({
     "gpu_col_ms": {"en": "time (ms)", "zh": "时间（毫秒）"},
     "gpu_col_ratio": {"en": "× copy_", "zh": "× copy_"},
     "gpu_col_err": {"en": "relative error", "zh": "相对误差"},
+    "gpu_col_tile": {"en": "tile (bytes)", "zh": "分块（字节）"},
+    "gpu_col_heads": {"en": "heads per tile (at most)", "zh": "每块最多几个头"},
+    "gpu_col_trig": {"en": "cos/sin", "zh": "cos/sin"},
+    "gpu_col_warps": {"en": "warps", "zh": "warp 数"},
+    "gpu_trig_32": {"en": "reduced in float64, float32", "zh": "float64 归约，float32 求值"},
+    "gpu_trig_64": {"en": "float64", "zh": "float64"},
+    "gpu_warps_auto": {"en": "auto", "zh": "自动"},
     "gpu_none": {"en": "No GPU run is recorded in this checkout "
                        "(benchmarks/results-gpu.json is absent): run "
                        "`nox -s bench -- --device cuda` on a CUDA machine.",
@@ -142,6 +150,34 @@ def gpu_bench_table(results, case_id):
                       label("gpu_col_ratio"), label("gpu_col_err")], rows, stack=True)
 
 
+def gpu_sweep_table(results, dtype):
+    """The kernel configurations the run timed before its cases (``dtype``
+    ``"bfloat16"`` or ``"float32"``), fastest first: tile bytes, most heads per tile, the
+    trigonometry (float64, or reduced in float64 and evaluated in float32), warps,
+    multiple of ``copy_``, relative error.  The run's cases used the first row's
+    configuration, the one that keeps the accuracy goal and is fastest.
+
+    Raises
+    ------
+    KeyError
+        If the run has no sweep for ``dtype``.
+    """
+    if results is None:
+        return label("gpu_none")
+    sweep = results.get("sweep") or {}
+    if dtype not in sweep:
+        raise KeyError(f"no sweep for {dtype!r} in the GPU results; they have {sorted(sweep)}")
+    rows = []
+    for r in sorted(sweep[dtype]["rows"], key=lambda r: r["ms"]):
+        c = r["config"]
+        rows.append([f"{c['tile']:,}", str(c["heads"]), label(f"gpu_trig_{c['trig']}"),
+                     label("gpu_warps_auto") if c["warps"] is None else str(c["warps"]),
+                     f"{r['x_copy']:.2f}", f"{r['relerr']:.1e}"])
+    return BookTable([label("gpu_col_tile"), label("gpu_col_heads"), label("gpu_col_trig"),
+                      label("gpu_col_warps"), label("gpu_col_ratio"), label("gpu_col_err")],
+                     rows, stack=True)
+
+
 def gpu_machine_line(results):
     """Where and with what the run was made, in the page's language; or the line that
     says no GPU run is recorded."""
@@ -164,7 +200,12 @@ def gpu_headlines(results):
     kernel's tile-size sweep) and the value is the ratio to
     ``copy_``; ``..._ms`` keys give the time in milliseconds, and
     ``gpu_<case>_err_<slug>`` the relative error against float64 where the run
-    checked it.  Rows the run lacks are absent; ``None`` (no run recorded) gives ``{}``.
+    checked it.  From the configuration sweep: ``gpu_sweep_<bf16|fp32>_trig<32|64>`` the
+    fastest configuration's ratio with each trigonometry and ``..._err_trig<32|64>`` its
+    error, ``..._worst`` the slowest ratio, ``..._n`` the configurations timed, and
+    ``gpu_cfg_<bf16|fp32>_<tile|heads|warps>`` the chosen configuration (warps 0: the
+    launch's own choice).  Rows the run lacks are absent; ``None`` (no run recorded)
+    gives ``{}``.
     """
     slugs = {
         "posenc apply_rope": "posenc", "posenc RotaryEmbedding": "posenc",
@@ -201,4 +242,20 @@ def gpu_headlines(results):
         copy = case["rows"].get("copy_")
         if copy:
             out[f"gpu_{cid}_copy_ms"] = float(copy["ms"])
+    for dname, sw in (results.get("sweep") or {}).items():
+        short = {"bfloat16": "bf16", "float32": "fp32"}.get(dname, dname)
+        rows = sw["rows"]
+        for trig in (32, 64):
+            mine = [r for r in rows if r["config"]["trig"] == trig]
+            if mine:
+                best = min(mine, key=lambda r: r["ms"])
+                out[f"gpu_sweep_{short}_trig{trig}"] = float(best["x_copy"])
+                out[f"gpu_sweep_{short}_err_trig{trig}"] = float(best["relerr"])
+        if rows:
+            out[f"gpu_sweep_{short}_worst"] = float(max(r["x_copy"] for r in rows))
+            out[f"gpu_sweep_{short}_n"] = float(len(rows))
+        chosen = sw["chosen"]
+        out[f"gpu_cfg_{short}_tile"] = float(chosen["tile"])
+        out[f"gpu_cfg_{short}_heads"] = float(chosen["heads"])
+        out[f"gpu_cfg_{short}_warps"] = float(chosen["warps"] or 0)
     return out

@@ -238,9 +238,11 @@ class RotaryEmbedding(nn.Module):
         Which code rotates.  ``"auto"``: float16, bfloat16 and float32 CUDA tensors go to
         posenc's fused Triton kernel when Triton is installed (``pip install
         'posenc[triton]'``; PyTorch's CUDA wheels bring it): ``q`` and ``k`` in one
-        launch, cos and sin formed in the kernel from float64 angles (the values of the
-        float64-built tables, so the accuracy is the same), any position that fits in
-        int64, no host synchronisation, registered as the operators
+        launch, cos and sin formed in the kernel from float64 angles reduced modulo
+        2 pi in float64 and evaluated in float32 (within a few float32 roundings of
+        the float64-built tables' values; benchmarks/results-gpu.json records the
+        error measured on a GPU), any position that fits in int64, no host
+        synchronisation, registered as the operators
         ``posenc::rope_qk`` / ``posenc::rope_qk_`` (``torch.library.triton_op``), so
         that ``torch.export`` keeps one call, ``torch.compile`` hands Inductor the
         Triton kernel itself to launch, and autograd runs the kernel backward (the
