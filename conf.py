@@ -106,7 +106,8 @@ templates_path = [str(ROOT / "docs" / "_templates")]
 # interactive figure's output carries them inline for Jupyter and Colab, and the site
 # serves them once per page instead (docs/_ext/posenc_figures.py strips the copies).
 html_static_path = [str(ROOT / "docs" / "_static"), str(ROOT / "posenc" / "figures" / "static")]
-html_css_files = ["posenc.css", "posenc-interactive.css"]
+html_css_files = ["posenc.css", "posenc-interactive.css",
+                  ("posenc-print.css", {"media": "print"})]  # paper: tools/build_pdf.py
 # posenc-interactive.js draws the interactive figures (posenc.figures.interactive) from
 # the data the page's cells computed; a few KB of hand-written SVG drawing, no library.
 html_js_files = ["posenc.js", ("posenc-interactive.js", {"defer": "defer"})]

@@ -99,9 +99,20 @@ def tests(session: nox.Session) -> None:
     shutil.rmtree(BUILD / ".memo", ignore_errors=True)
     docs_python = _nox_docs_fresh(session, "-E")
     _run_outside(session, str(docs_python), "tools/build_site.py", "-b", "doctest")
+    # the whole-book PDFs the site links to (Chromium prints the built pages)
+    session.run("python", "tools/build_pdf.py")
     # The built-site tests execute downloaded notebooks with that environment's kernel.
     session.run("pytest", "-m", "build or browser", "tests",
                 env={"POSENC_DOCS_PYTHON": str(docs_python)})
+
+
+@nox.session(python="3.11")
+def pdf(session: nox.Session) -> None:
+    """The whole book as one PDF per language, _build/html/<lang>/posenc-<lang>.pdf,
+    printed by Chromium (/usr/bin/chromium, through Playwright) from the site that
+    ``nox -s docs`` built; the site's download menu links to it."""
+    _install(session, "requirements/test.txt")
+    session.run("python", "tools/build_pdf.py", *session.posargs)
 
 
 @nox.session(python="3.11")

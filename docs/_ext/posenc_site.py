@@ -144,11 +144,13 @@ DOWNLOAD_TEXTS = {
         "download-notebook-button": "Notebook, executed (.ipynb)",
         "download-source-button": "MyST source (.md)",
         "download-pdf-button": "Print or save as PDF",
+        "download-book-pdf-button": "The whole book (PDF)",
     },
     "zh": {
         "download-notebook-button": "已执行的笔记本（.ipynb）",
         "download-source-button": "MyST 源文件（.md）",
         "download-pdf-button": "打印或存为 PDF",
+        "download-book-pdf-button": "整本书（PDF）",
     },
 }
 
@@ -157,7 +159,8 @@ def download_menu_texts(
     app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree
 ) -> None:
     """After the theme's buttons: each download entry says what it gives."""
-    texts = DOWNLOAD_TEXTS.get(app.config.posenc_book_lang, DOWNLOAD_TEXTS["en"])
+    lang = app.config.posenc_book_lang
+    texts = DOWNLOAD_TEXTS.get(lang, DOWNLOAD_TEXTS["en"])
     for group in context.get("header_buttons", []):
         if group.get("label") != "download-buttons":
             continue
@@ -165,6 +168,12 @@ def download_menu_texts(
             text = texts.get(button.get("label", ""))
             if text:
                 button["text"] = text
+        # the whole book printed by tools/build_pdf.py (nox -s pdf) beside the pages
+        group.setdefault("buttons", []).append({
+            "type": "link", "url": context["pathto"](f"posenc-{lang}.pdf", 1),
+            "text": texts["download-book-pdf-button"], "tooltip":
+            texts["download-book-pdf-button"], "icon": "fas fa-book",
+            "label": "download-book-pdf-button"})
 
 
 # -- Chinese search ------------------------------------------------------------------

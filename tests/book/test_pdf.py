@@ -1,0 +1,95 @@
+"""The whole-book PDFs (tools/build_pdf.py, run by ``nox -s pdf`` and by CI after the site
+build): one per language beside the pages, linked from every page's download menu,
+holding every chapter of the table of contents under its own title.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import unicodedata
+from html import unescape
+from pathlib import Path
+
+import pytest
+
+from browser_site import LANGS, ROOT, require_site, skip_or_fail
+
+pytestmark = pytest.mark.build
+
+sys.path.insert(0, str(ROOT / "tools"))
+from build_pdf import pdf_name  # noqa: E402
+
+
+def _words(text: str) -> str:
+    """Text with every run of white space removed (PDF text breaks lines anywhere, and
+    Chinese has no spaces to keep) and ligatures undone (the PDF's "ﬁ" is "fi")."""
+    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text))
+
+
+def _found(title: str, text: str) -> bool:
+    """Whether ``title`` is in the PDF's ``text``.  pypdf reads some CJK glyphs of the
+    embedded fonts as their radical code points (见 as U+2EC5, 长 as U+2ED3), which
+    Unicode normalisation does not map back, so a CJK character of the title also matches
+    a radical."""
+    pattern = "".join(f"[{ch}\u2e80-\u2fdf]" if "\u4e00" <= ch <= "\u9fff" else re.escape(ch)
+                      for ch in title)
+    return re.search(pattern, text) is not None
+
+
+def _toc_pages(site: Path, lang: str) -> list[str]:
+    """The chapters of the sidebar's table of contents, in order, from the index page."""
+    html = (site / lang / "index.html").read_text(encoding="utf-8")
+    nav = html.split('bd-docs-nav', 1)[1].split("</nav>", 1)[0]
+    out = []
+    for href in re.findall(r'<a class="reference internal" href="([^"#]+\.html)', nav):
+        if href not in out:
+            out.append(href)
+    return out
+
+
+def _title(path: Path) -> str:
+    h1 = re.search(r"<h1[^>]*>(.*?)</h1>", path.read_text(encoding="utf-8"), re.S).group(1)
+    return unescape(re.sub(r"<[^>]+>", "", h1)).replace("#", "").strip()
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_whole_book_pdf_holds_every_chapter(lang):
+    pypdf = pytest.importorskip("pypdf")
+    site = require_site()
+    pdf = site / lang / pdf_name(lang)
+    if not pdf.is_file():
+        skip_or_fail(f"{pdf} is missing: run nox -s pdf after nox -s docs")
+    reader = pypdf.PdfReader(str(pdf))
+    titles = _words(" ".join(_outline_titles(reader.outline)))
+    chapters = _toc_pages(site, lang)
+    assert len(chapters) >= 15, chapters
+    missing = [c for c in chapters if not _found(_words(_title(site / lang / c)), titles)]
+    assert not missing, f"chapters whose title is not in {pdf.name}'s outline: {missing}"
+    # every chapter starts a page: at least as many pages as chapters, and the book's
+    # length is that of the site (hundreds of pages), not of one screen
+    assert len(reader.pages) >= 4 * len(chapters), len(reader.pages)
+    # the pages hold the text, not only the outline: the last chapter's title is printed
+    # on one of the last pages
+    tail = _words("".join(p.extract_text() or "" for p in reader.pages[-40:]))
+    assert _found(_words(_title(site / lang / chapters[-1])), tail)
+
+
+def _outline_titles(outline) -> list[str]:
+    out = []
+    for item in outline:
+        if isinstance(item, list):
+            out += _outline_titles(item)
+        else:
+            out.append(item.title)
+    return out
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_every_page_links_the_pdf_from_its_download_menu(lang):
+    site = require_site()
+    for page in sorted((site / lang).glob("*.html")):
+        html = page.read_text(encoding="utf-8")
+        if "download-buttons" not in html:  # special pages (search, 404) have no menu
+            continue
+        assert f'href="{pdf_name(lang)}"' in html, page.name

@@ -1,0 +1,116 @@
+"""The whole book as one PDF per language, printed by Chromium from the built site.
+
+    python tools/build_pdf.py                 _build/html/<lang>/posenc-<lang>.pdf for en, zh
+    python tools/build_pdf.py --lang zh       one language
+    nox -s pdf                                the same, after the html build
+
+The chapters are taken in the order of the book's table of contents (the site's
+navigation), each page's article as the browser shows it once its scripts have run (the
+interactive figures drawn, MathML laid out), joined into one print page beside the
+site's own pages (``print-book.html``, so that images and styles resolve as on the site),
+and printed with the site's print style sheet: the same fonts, MathML and CJK text as on
+screen, each chapter on a new page, page numbers in the footer, and the headings as
+the PDF's outline (its bookmarks).  Scripts are left out of
+the joined page (what they drew is already in the articles).  No network is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LANGS = ("en", "zh")
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--no-first-run"]
+TITLES = {"en": "Positional encodings in Transformers", "zh": "Transformer 中的位置编码"}
+FOOTER = ('<div style="font-size:8px;width:100%;text-align:center;color:#555">'
+          '<span class="pageNumber"></span> / <span class="totalPages"></span></div>')
+
+
+def pdf_name(lang: str) -> str:
+    """The PDF's file name inside ``_build/html/<lang>/`` (the site links to it)."""
+    return f"posenc-{lang}.pdf"
+
+
+def chapter_pages(page) -> list[str]:
+    """The pages of the table of contents, in order, from the open index page."""
+    hrefs = page.evaluate(
+        "Array.from(document.querySelectorAll('nav.bd-docs-nav a.reference.internal'))"
+        ".map(a => a.getAttribute('href'))")
+    out = ["index.html"]
+    for h in hrefs:
+        h = h.split("#")[0]
+        if h and h.endswith(".html") and h not in out:
+            out.append(h)
+    return out
+
+
+def _head(index_html: str) -> str:
+    head = index_html.split("<head>", 1)[1].split("</head>", 1)[0]
+    head = re.sub(r"<script\b.*?</script>", "", head, flags=re.S)
+    head = re.sub(r"<link[^>]+rel=\"(?:preload|prefetch|modulepreload)\"[^>]*>", "", head)
+    return head
+
+
+def build(html_root: Path, lang: str) -> Path:
+    from playwright.sync_api import sync_playwright
+
+    site = html_root / lang
+    index = site / "index.html"
+    if not index.is_file():
+        raise SystemExit(f"{index} is missing: build the site first (nox -s docs)")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1000, "height": 1400})
+        page.goto(index.as_uri(), wait_until="load")
+        pages = chapter_pages(page)
+        parts = []
+        for name in pages:
+            page.goto((site / name).as_uri(), wait_until="load")
+            article = page.evaluate(
+                "(() => { const a = document.querySelector('article.bd-article');"
+                " a.querySelectorAll('script').forEach(s => s.remove());"
+                " return a.innerHTML; })()")
+            slug = name[:-len(".html")]
+            parts.append(f'<section class="posenc-print-chapter" id="print-{slug}">'
+                         f"{article}</section>")
+        head = _head(index.read_text(encoding="utf-8"))
+        joined = (f'<!DOCTYPE html><html lang="{"zh-CN" if lang == "zh" else "en"}">'
+                  f"<head>{head}</head><body class=\"posenc-print-book\"><main>"
+                  + "\n".join(parts) + "</main></body></html>")
+        joined_path = site / "print-book.html"
+        joined_path.write_text(joined, encoding="utf-8")
+        page.goto(joined_path.as_uri(), wait_until="load")
+        page.emulate_media(media="print")
+        out = site / pdf_name(lang)
+        page.pdf(path=str(out), format="A4", print_background=True,
+                 margin={"top": "16mm", "bottom": "16mm", "left": "14mm", "right": "14mm"},
+                 display_header_footer=True, header_template="<span></span>",
+                 footer_template=FOOTER, outline=True, tagged=True)
+        browser.close()
+    joined_path.unlink()
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--html", type=Path, default=ROOT / "_build" / "html",
+                    help="the built site (default _build/html)")
+    ap.add_argument("--lang", choices=LANGS, action="append",
+                    help="a language (repeatable; default both)")
+    a = ap.parse_args(argv)
+    for lang in a.lang or LANGS:
+        t0 = time.perf_counter()
+        out = build(a.html, lang)
+        print(f"{lang}: {out} ({out.stat().st_size / 1e6:.1f} MB, "
+              f"{time.perf_counter() - t0:.0f} s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
