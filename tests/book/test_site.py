@@ -408,10 +408,12 @@ def test_notebook_download_for_every_chapter(site):
 
 
 def test_download_menu_says_what_each_entry_is(site):
-    """Not the theme's bare ".ipynb / .md / .pdf": executed notebook, MyST source, print."""
+    """Not the theme's bare ".ipynb / .md / .pdf": executed notebook, MyST source, print,
+    and the whole book as a PDF (tests/book/test_pdf.py)."""
     want = {
-        "en": ["Notebook, executed (.ipynb)", "MyST source (.md)", "Print or save as PDF"],
-        "zh": ["已执行的笔记本（.ipynb）", "MyST 源文件（.md）", "打印或存为 PDF"],
+        "en": ["Notebook, executed (.ipynb)", "MyST source (.md)", "Print or save as PDF",
+               "The whole book (PDF)"],
+        "zh": ["已执行的笔记本（.ipynb）", "MyST 源文件（.md）", "打印或存为 PDF", "整本书（PDF）"],
     }
     notebooks = set(_notebook_pages(site))
     for lang, name in discover_pages(site):
