@@ -24,6 +24,7 @@ SLUGS = [e["slug"] for e in MANIFEST]
 REFUSED = {
     "gpt2": "model_type",  # learned absolute positions: no RoPE to describe
     "bloom": "model_type",  # ALiBi: a bias on the scores, no rotation to describe
+    "falcon-7b-instruct-first-upload": "model_type",  # RefinedWebModel: remote code only
     "snowflake-arctic-embed-m": "model_type",
     "phi-3.5-vision": "model_type",
     "ministral-3-3b-2512": "model_type",  # outer model_type is the text-only class: transformers ignores text_config  # remote code (phi3_v): transformers 5.23 has no class for it
