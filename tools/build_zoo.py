@@ -30,6 +30,10 @@ ZOO = Path(__file__).resolve().parents[1] / "tests" / "zoo"
 
 MLC = ("mlc-ai/mlc-llm", "79d603f085f50500e9509fa01785ffa7ecfaaa93",
        "python/mlc_llm/model/model_preset.py", "Apache-2.0")
+# An earlier revision of the same file: presets MLC removed later (Llama 3 8B, Phi-3, the
+# Qwen3-4B 2507 release)
+MLC_2025 = ("mlc-ai/mlc-llm", "6eba7b23f78420607dbd55fc47c19d5bc8309b26",
+            "python/mlc_llm/model/model_preset.py", "Apache-2.0")
 PROF = ("citsjtu2020/LLM-Prof", "8434c8d19c396b2f95d92a67845a7c0a0e0dd512",
         "sglang/Model_Config.md", "none stated")
 MLC_KEYS = ("context_window_size", "prefill_chunk_size", "attention_sink_size",
@@ -83,6 +87,13 @@ ENTRIES = {
     "gpt2": (MLC, "gpt2", "openai-community/gpt2", "MIT"),
     "snowflake-arctic-embed-m": (MLC, "snowflake-arctic-embed-m", "Snowflake/snowflake-arctic-embed-m",
                                  "Apache-2.0"),
+    "llama-3-8b": (MLC_2025, "llama3_8b", "meta-llama/Meta-Llama-3-8B-Instruct (MLC preset llama3_8b)",
+                   "Meta Llama 3 Community License"),
+    "phi-3-mini-4k": (MLC_2025, "phi-3", "microsoft/Phi-3-mini-4k-instruct (MLC preset phi-3)", "MIT"),
+    "qwen3-4b-instruct-2507": (MLC_2025, "qwen3_4b_instruct_2507", "Qwen/Qwen3-4B-Instruct-2507",
+                               "Apache-2.0"),
+    "starcoder2-7b": (MLC, "starcoder2", "bigcode/starcoder2-7b (MLC preset starcoder2)",
+                      "BigCode OpenRAIL-M v1"),
     "llama-3.1-8b": (PROF, "Llama-3.1-8B", "meta-llama/Llama-3.1-8B", "Llama 3.1 Community License"),
     "llama-3.2-3b": (PROF, "Llama-3.2-3B", "meta-llama/Llama-3.2-3B", "Llama 3.2 Community License"),
     "qwen2.5-3b": (PROF, "Qwen2.5-3B", "Qwen/Qwen2.5-3B", "Qwen Research License"),
@@ -127,7 +138,7 @@ def main(mirrors):
             texts[source] = _show(mirrors, source)
         repo, commit, path, mirror_licence = source
         removed = []
-        if source is MLC:
+        if source[0] == MLC[0]:
             preset = dict(_mlc_presets(texts[source])[key])
             removed = [k for k in MLC_KEYS if k in preset]
             for k in removed:

@@ -528,3 +528,45 @@ def test_string_drops_the_rarest_offsets_of_llama31s_training_length():
     assert far == L - 1 - S + 128 < L
     assert 0.10 < dropped < 0.11 and abs(dropped - ((S - 128) / L) ** 2) < 1e-4
     assert counts[far] == L - far == 43_126 and counts[-1] == 1
+
+
+# -- published files beside the atlas rows -------------------------------------------------
+
+PUBLISHED = Path(posenc.__file__).parent / "atlas" / "data" / "published"
+
+
+def test_deepseek_r1_file_names_the_split_and_matches_the_atlas_row():
+    """'DeepSeek-R1 is built as a DeepSeek-V3 model, and its config.json names the two
+    parts qk_nope_head_dim and qk_rope_head_dim and keeps YaRN's settings in
+    rope_scaling; read from that file, the rotated slice, its frequencies and the scaling
+    factor match the atlas row.'"""
+    from posenc.atlas import load_config
+
+    raw = load_config(PUBLISHED / "deepseek-r1.json")
+    assert raw["architectures"] == ["DeepseekV3ForCausalLM"]
+    assert {"qk_nope_head_dim", "qk_rope_head_dim"} <= set(raw)
+    assert raw["rope_scaling"]["type"] == "yarn"
+    _, ds = model("deepseek-v3")
+    r1 = describe_config(raw)
+    got, want = r1.layers[0], ds.layers[0]
+    assert (got.rotated_pairs, got.head_dim, r1.factor) == (
+        want.rotated_pairs, want.head_dim, ds.factor)
+    np.testing.assert_allclose(got.inv_freq, want.inv_freq, rtol=1e-12, atol=0)
+
+
+def test_medgemma_file_writes_gemma3_bases_scaling_and_window():
+    """'MedGemma 27B is a Gemma 3 27B model, and its config.json writes the two bases as
+    rope_local_base_freq and rope_theta, the linear scaling of the global layers as
+    rope_scaling and the window as sliding_window.'"""
+    from posenc.atlas import load_config
+
+    raw = load_config(PUBLISHED / "medgemma-27b-it.json")
+    text = raw["text_config"]
+    assert {"rope_local_base_freq", "rope_theta", "rope_scaling", "sliding_window"} <= set(text)
+    assert text["rope_scaling"]["rope_type"] == "linear"
+    _, g3 = model("gemma-3-27b")
+    med = describe_config(raw)
+    assert [(la.layer_type, la.layers, la.rope_theta, la.rope_type, la.window)
+            for la in med.layers] == [
+        (la.layer_type, la.layers, la.rope_theta, la.rope_type, la.window) for la in g3.layers]
+    assert med.factor == g3.factor

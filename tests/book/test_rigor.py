@@ -211,10 +211,11 @@ ALLOWED_NAMES = {
     "Mixed", "DCA", "ReRoPE", "FlashAttention", "E2B", "OLMo", "Olmo3Config", "QK", "Norm",
     "RNoPE", "SWA", "Cohere", "Command", "R7B", "Next", "Linear", "MLA", "Jamba", "Falcon",
     "Exp", "MHA2MLA", "SVD", "LongBench", "TransMLA", "GQA", "FoPE", "HoPE", "CoPE", "PaTH",
-    "FoX", "Householder", "Flip", "Flop", "StreamingLLM", "STRING", "RULER",
+    "FoX", "Householder", "Flip", "Flop", "StreamingLLM", "STRING", "RULER", "MedGemma",
     # libraries, tools, systems, companies, datasets
     "PyTorch", "NumPy", "Python", "MyST", "NB", "Linux", "Meta", "README", "WMT", "BLEU",
     "WikiText", "SHA", "F821", "AllenNLP", "GitHub", "Triton", "CUDA", "Liger", "Inductor",
+    "Google",
     # people
     "Chen", "Heo", "Kazemnejad", "Liu", "Peng", "Press", "Shaw", "Vaswani", "Barbero", "Yang",
     "Chiang", "Cholak", "Hahn", "Nakanishi", "Men", "Hua", "Golovneva", "Lin",
