@@ -33,7 +33,7 @@ add_labels({
     "gpu_col_tile": {"en": "tile (bytes)", "zh": "分块（字节）"},
     "gpu_col_heads": {"en": "heads per tile (at most)", "zh": "每块最多几个头"},
     "gpu_col_trig": {"en": "cos/sin", "zh": "cos/sin"},
-    "gpu_col_warps": {"en": "warps", "zh": "warp 数"},
+    "gpu_col_warps": {"en": "warps", "zh": "线程束数"},
     "gpu_trig_32": {"en": "reduced in float64, float32", "zh": "float64 归约，float32 求值"},
     "gpu_trig_64": {"en": "float64", "zh": "float64"},
     "gpu_warps_auto": {"en": "auto", "zh": "自动"},
