@@ -214,6 +214,39 @@ def accessible_page(
         context["body"] = body.replace('role="doc-biblioentry"', 'role="listitem"')
 
 
+# -- The search index ---------------------------------------------------------------
+
+#: Where one table cell, row or list item of raw HTML (a computed table) ends and the next
+#: begins: a space there, so that cells are words of their own in the index.
+_CELL_EDGE = re.compile(r"<(?:/?(?:td|th|tr|li|dt|dd|p|br)\b)[^>]*>", re.I)
+_ANNOTATION = re.compile(r"<annotation(?:-xml)?\b.*?</annotation(?:-xml)?>", re.I | re.S)
+
+
+def index_words_as_read() -> None:
+    """Sphinx's index takes the words of the text as a reader reads them: formulas are left
+    out (their text is TeX: "frac", "theta", "mathrm"), and the cells of a raw HTML table
+    stay apart (Sphinx strips the tags of raw HTML, which ran adjacent cells together:
+    "modelrope typebaserotated")."""
+    from sphinx import search
+
+    # Sphinx 9 walks each doctree with this function, which calls itself by its module
+    # name for the children: replacing it covers every node.
+    original = search._feed_visit_nodes
+    if getattr(original, "posenc", False):
+        return
+
+    def visit(node, **kwargs) -> None:
+        if isinstance(node, (nodes.math, nodes.math_block)):
+            return
+        if isinstance(node, nodes.raw) and "html" in node.get("format", "").split():
+            text = _CELL_EDGE.sub(lambda m: " " + m.group(0), _ANNOTATION.sub("", node.astext()))
+            node = nodes.raw(node.rawsource, text, format=node.get("format"))
+        original(node, **kwargs)
+
+    visit.posenc = True  # type: ignore[attr-defined]
+    search._feed_visit_nodes = visit  # type: ignore[attr-defined]
+
+
 # -- Chinese search ------------------------------------------------------------------
 
 def _chinese_search_language():
@@ -326,6 +359,7 @@ def setup(app: Sphinx) -> dict:
     app.add_search_language(_chinese_search_language())
     # Before the themes are loaded (when the builder starts), so these come first.
     register_catalogs(app)
+    index_words_as_read()
     app.connect("config-inited", localise_search_field)
     app.connect("doctree-resolved", set_image_alt)
     app.connect("html-page-context", notebook_page_context, priority=502)
