@@ -27,6 +27,8 @@ import pytest
 
 from browser_site import (
     OVERFLOW_JS,
+    SETTLE_JS,
+    _switch_to_dark,
     WIDTHS,
     chromium,
     check_page,
@@ -228,6 +230,64 @@ def test_search_field_text_is_clear_of_its_icon(lang, base, context):
     bad = [f for f in fields if f["padding"] < 4
            or (f["iconRight"] is not None and f["textLeft"] < f["iconRight"] + 2)]
     assert not bad, bad
+
+
+DARK_FRAMES_JS = r"""
+() => {
+  const lum = (css) => {
+    const m = css.match(/rgba?\(([^)]+)\)/);
+    if (!m) return null;
+    const [r, g, b, a = 1] = m[1].split(/[ ,/]+/).filter(Boolean).map(Number);
+    return a === 0 ? null : (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
+  };
+  const behind = (el) => {  // the first opaque background at or above el
+    for (let e = el; e; e = e.parentElement) {
+      const l = lum(getComputedStyle(e).backgroundColor);
+      if (l !== null) return l;
+    }
+    return null;
+  };
+  const frames = [...document.querySelectorAll("article .cell_output .output.text_html")]
+    .filter(o => o.querySelector(".posenc-ifig, .posenc-diagram, table"))
+    .map(o => ({what: o.querySelector(".posenc-ifig, .posenc-diagram, table").className,
+                backdrop: behind(o), padding: parseFloat(getComputedStyle(o).paddingLeft)}));
+  const rasters = [...document.querySelectorAll("article img")].filter(i => i.getClientRects().length)
+    .map(i => { const s = getComputedStyle(i);
+      return {src: i.getAttribute("src"), card: lum(s.backgroundColor),
+              radius: parseFloat(s.borderTopLeftRadius), rim: parseFloat(s.paddingLeft),
+              edge: s.boxShadow !== "none", around: behind(i.parentElement)}; });
+  return {frames, rasters};
+}
+"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("name", ["rope", "long-context", "pitfalls", "models"])
+def test_dark_mode_frames(name, lang, site, base, context):
+    """In dark mode the interactive figures, diagrams and computed tables sit on the dark
+    page (the theme put a light rgb(206, 214, 221) backdrop with 8 px of padding behind
+    every HTML output), and raster figures on a deliberate paper card: white, a rim of
+    paper, rounded, with a hairline edge, on the dark page.  Screenshots go to
+    ``<screenshots>/dark/<lang>/<page>.png``."""
+    page = context.new_page()
+    try:
+        page.goto(f"{base}/{lang}/{name}.html", wait_until="load")
+        page.evaluate(SETTLE_JS)
+        assert _switch_to_dark(page), "the colour-mode menu does not switch to dark"
+        page.wait_for_timeout(300)
+        seen = page.evaluate(DARK_FRAMES_JS)
+        shot = screenshot_dir(site) / "dark" / lang / f"{name}.png"
+        shot.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shot), full_page=True)
+    finally:
+        page.close()
+    assert seen["frames"] or seen["rasters"], f"{lang}/{name}: nothing to check"
+    light = [f for f in seen["frames"] if (f["backdrop"] or 0) > 0.5 or f["padding"] > 1]
+    assert not light, f"{lang}/{name}: outputs on a light backdrop in dark mode: {light[:3]}"
+    cards = [r for r in seen["rasters"]
+             if not (r["card"] is not None and r["card"] > 0.97 and r["radius"] >= 3
+                     and r["rim"] >= 3 and r["edge"] and (r["around"] or 0) < 0.5)]
+    assert not cards, f"{lang}/{name}: raster figures without a paper card: {cards[:3]}"
 
 
 @pytest.mark.parametrize(("locale", "lang"), [("zh-CN", "zh"), ("en-US", "en"), ("fr-FR", "en")])
