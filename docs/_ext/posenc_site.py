@@ -177,7 +177,7 @@ def download_menu_texts(
 #: opens, in the page's language (axe-core's summary-name: a nameless expander).
 EXPANDER_NAMES = {"en": "Pages under {title}", "zh": "「{title}」下的页面"}
 _EXPANDER = re.compile(
-    r'(<a class="reference internal[^"]*" href="[^"]*">)((?:(?!</?a[\s>]).)*)(</a>\s*<details[^>]*>\s*)<summary>',
+    r'(<a class="[^"]*reference internal[^"]*" href="[^"]*">)((?:(?!</?a[\s>]).)*)(</a>\s*<details[^>]*>\s*)<summary>',
     re.S)
 
 
