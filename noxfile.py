@@ -101,6 +101,13 @@ def tests(session: nox.Session) -> None:
     _run_outside(session, str(docs_python), "tools/build_site.py", "-b", "doctest")
     # the whole-book PDFs the site links to (Chromium prints the built pages)
     session.run("python", "tools/build_pdf.py")
+    # axe-core for the accessibility check (tests/book/test_a11y.py): npm's package at the
+    # version tests/a11y/package-lock.json pins, into tests/a11y/node_modules.
+    if shutil.which("npm"):
+        session.run("npm", "ci", "--prefix", "tests/a11y", "--no-audit", "--no-fund",
+                    external=True)
+    else:
+        session.warn("npm is not installed: the accessibility test cannot run axe-core")
     # The built-site tests execute downloaded notebooks with that environment's kernel.
     session.run("pytest", "-m", "build or browser", "tests",
                 env={"POSENC_DOCS_PYTHON": str(docs_python)})

@@ -35,10 +35,14 @@
 from __future__ import annotations
 
 import os
+import re
+from html import escape as html_escape
+from html import unescape as html_unescape
 from pathlib import Path
 from typing import Any
 
 from docutils import nodes
+from markupsafe import Markup
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
@@ -176,6 +180,82 @@ def download_menu_texts(
             "label": "download-book-pdf-button"})
 
 
+# -- Accessibility ------------------------------------------------------------------
+
+#: The name of a chapter list's expander (<summary>), which shows only a chevron: what it
+#: opens, in the page's language (axe-core's summary-name: a nameless expander).
+EXPANDER_NAMES = {"en": "Pages under {title}", "zh": "「{title}」下的页面"}
+_EXPANDER = re.compile(
+    r'(<a class="[^"]*reference internal[^"]*" href="[^"]*">)((?:(?!</?a[\s>]).)*)(</a>\s*<details[^>]*>\s*)<summary>',
+    re.S)
+
+
+def name_expanders(html: str, lang: str) -> str:
+    """Give each chapter-list ``<summary>`` after a link an ``aria-label`` naming the pages
+    it opens (the link's text)."""
+    template = EXPANDER_NAMES.get(lang, EXPANDER_NAMES["en"])
+
+    def label(m: re.Match) -> str:
+        title = re.sub(r"<[^>]+>", "", m.group(2)).strip()
+        name = html_escape(template.format(title=html_unescape(title)), quote=True)
+        return f'{m.group(1)}{m.group(2)}{m.group(3)}<summary aria-label="{name}">'
+
+    return _EXPANDER.sub(label, html)
+
+
+def accessible_page(
+    app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree
+) -> None:
+    """What axe-core found wrong in the theme's and Sphinx's markup, put right per page:
+    the chapter list's expanders get names, and citations are list items of the
+    references' list (Sphinx marks them doc-biblioentry, a deprecated role that is not
+    a list item, so the list held no items and their links counted as its children)."""
+    lang = app.config.posenc_book_lang
+    make = context.get("generate_toctree_html")
+    if callable(make) and not getattr(make, "posenc_named", False):
+        def named(*args, **kwargs):
+            return Markup(name_expanders(str(make(*args, **kwargs)), lang))
+
+        named.posenc_named = True  # type: ignore[attr-defined]
+        context["generate_toctree_html"] = named
+    body = context.get("body")
+    if isinstance(body, str) and 'role="doc-biblioentry"' in body:
+        context["body"] = body.replace('role="doc-biblioentry"', 'role="listitem"')
+
+
+# -- The search index ---------------------------------------------------------------
+
+#: Where one table cell, row or list item of raw HTML (a computed table) ends and the next
+#: begins: a space there, so that cells are words of their own in the index.
+_CELL_EDGE = re.compile(r"<(?:/?(?:td|th|tr|li|dt|dd|p|br)\b)[^>]*>", re.I)
+_ANNOTATION = re.compile(r"<annotation(?:-xml)?\b.*?</annotation(?:-xml)?>", re.I | re.S)
+
+
+def index_words_as_read() -> None:
+    """Sphinx's index takes the words of the text as a reader reads them: formulas are left
+    out (their text is TeX: "frac", "theta", "mathrm"), and the cells of a raw HTML table
+    stay apart (Sphinx strips the tags of raw HTML, which ran adjacent cells together:
+    "modelrope typebaserotated")."""
+    from sphinx import search
+
+    # Sphinx 9 walks each doctree with this function, which calls itself by its module
+    # name for the children: replacing it covers every node.
+    original = search._feed_visit_nodes
+    if getattr(original, "posenc", False):
+        return
+
+    def visit(node, **kwargs) -> None:
+        if isinstance(node, (nodes.math, nodes.math_block)):
+            return
+        if isinstance(node, nodes.raw) and "html" in node.get("format", "").split():
+            text = _CELL_EDGE.sub(lambda m: " " + m.group(0), _ANNOTATION.sub("", node.astext()))
+            node = nodes.raw(node.rawsource, text, format=node.get("format"))
+        original(node, **kwargs)
+
+    visit.posenc = True  # type: ignore[attr-defined]
+    search._feed_visit_nodes = visit  # type: ignore[attr-defined]
+
+
 # -- Chinese search ------------------------------------------------------------------
 
 def _chinese_search_language():
@@ -288,9 +368,11 @@ def setup(app: Sphinx) -> dict:
     app.add_search_language(_chinese_search_language())
     # Before the themes are loaded (when the builder starts), so these come first.
     register_catalogs(app)
+    index_words_as_read()
     app.connect("config-inited", localise_search_field)
     app.connect("doctree-resolved", set_image_alt)
     app.connect("html-page-context", notebook_page_context, priority=502)
     app.connect("html-page-context", download_menu_texts, priority=503)
+    app.connect("html-page-context", accessible_page, priority=504)
     app.connect("build-finished", complete_sitemap, priority=450)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -27,6 +27,8 @@ import pytest
 
 from browser_site import (
     OVERFLOW_JS,
+    SETTLE_JS,
+    _switch_to_dark,
     WIDTHS,
     chromium,
     check_page,
@@ -148,6 +150,9 @@ TOPICS = [
     ("zh", "旋转位置编码", "rope.html"),
     ("zh", "正弦", "sinusoidal.html"),
     ("zh", "正弦位置编码", "sinusoidal.html"),
+    # the glossary's entry for the term once came first (and two or three times)
+    ("en", "YaRN", "long-context.html"),
+    ("zh", "YaRN", "long-context.html"),
 ]
 #: Page chrome that a search snippet showed before (issue 21): the article header's
 #: buttons, the language switch, the colour menu.
@@ -167,6 +172,122 @@ def test_search_ranks_the_chapter_first_with_page_text_snippets(lang, query, cha
               if word in r["snippet"]]
     assert not chrome, f"search snippets show page chrome: {chrome}"
     assert all(r["snippet"] for r in results[:5] if not r["href"].startswith("api")), results[:5]
+
+
+#: Queries whose results listed a page two or three times (its title, a heading, its
+#: text), or whose snippets showed formulas' TeX ("m−nm - n") or a table's cells run
+#: together ("modelrope typebaserotated").
+SNIPPET_QUERIES = [("en", "YaRN"), ("zh", "YaRN"), ("en", "query"), ("zh", "查询"),
+                   ("en", "rotated"), ("zh", "旋转"), ("en", "relative position")]
+TEX_IN_TEXT = re.compile(r"\\[A-Za-z]{2,}|[_^]\{|(\w)[−-](\w)\1 ?- ?\2")
+TABLE_RUN = re.compile(r"typebase|modelrope|\d(?:bfloat16|float16|float32|float64)")
+
+
+@pytest.mark.parametrize(("lang", "query"), SNIPPET_QUERIES,
+                         ids=[f"{lang}-{query}" for lang, query in SNIPPET_QUERIES])
+def test_search_lists_each_page_once_with_readable_snippets(lang, query, base, context):
+    results = search_results(context, base, lang, query)
+    pages = [r["href"].split("#")[0].split("?")[0] for r in results]
+    twice = sorted({p for p in pages if pages.count(p) > 1})
+    assert not twice, f"{lang} search for {query!r} lists these pages more than once: {twice}"
+    tex = [(r["href"], r["snippet"]) for r in results if TEX_IN_TEXT.search(r["snippet"])]
+    assert not tex, f"search snippets show TeX: {tex[:3]}"
+    run = [(r["href"], r["snippet"]) for r in results if TABLE_RUN.search(r["snippet"])]
+    assert not run, f"search snippets run table cells together: {run[:3]}"
+
+
+SEARCH_FIELD_JS = """
+() => [...document.querySelectorAll("form.bd-search, form.search")].filter(
+    f => f.getClientRects().length).map(form => {
+  const input = form.querySelector("input[type=search], input[name=q]");
+  const icon = form.querySelector("i, svg");
+  if (!input) return null;
+  const r = input.getBoundingClientRect(), s = getComputedStyle(input);
+  const textLeft = r.left + parseFloat(s.paddingLeft) + parseFloat(s.borderLeftWidth);
+  const ir = icon ? icon.getBoundingClientRect() : null;
+  return {textLeft, iconRight: ir && ir.width ? ir.right : null,
+          padding: parseFloat(s.paddingLeft), id: input.id || input.className};
+}).filter(Boolean)
+"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_search_field_text_is_clear_of_its_icon(lang, base, context):
+    """The first letter a reader types is not under the magnifying glass: on the search
+    page and in the search dialog (the sidebar's Search button, or Ctrl+K), the field's
+    text starts right of the icon and has padding."""
+    page = context.new_page()
+    try:
+        page.goto(f"{base}/{lang}/search.html", wait_until="load")
+        fields = page.evaluate(SEARCH_FIELD_JS)
+        page.goto(f"{base}/{lang}/rope.html", wait_until="load")
+        page.locator("button.search-button-field:visible").first.click()
+        page.wait_for_selector("form.bd-search input", state="visible", timeout=5000)
+        fields += page.evaluate(SEARCH_FIELD_JS)
+    finally:
+        page.close()
+    assert len(fields) >= 2, fields
+    bad = [f for f in fields if f["padding"] < 4
+           or (f["iconRight"] is not None and f["textLeft"] < f["iconRight"] + 2)]
+    assert not bad, bad
+
+
+DARK_FRAMES_JS = r"""
+() => {
+  const lum = (css) => {
+    const m = css.match(/rgba?\(([^)]+)\)/);
+    if (!m) return null;
+    const [r, g, b, a = 1] = m[1].split(/[ ,/]+/).filter(Boolean).map(Number);
+    return a === 0 ? null : (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
+  };
+  const behind = (el) => {  // the first opaque background at or above el
+    for (let e = el; e; e = e.parentElement) {
+      const l = lum(getComputedStyle(e).backgroundColor);
+      if (l !== null) return l;
+    }
+    return null;
+  };
+  const frames = [...document.querySelectorAll("article .cell_output .output.text_html")]
+    .filter(o => o.querySelector(".posenc-ifig, .posenc-diagram, table"))
+    .map(o => ({what: o.querySelector(".posenc-ifig, .posenc-diagram, table").className,
+                backdrop: behind(o), padding: parseFloat(getComputedStyle(o).paddingLeft)}));
+  const rasters = [...document.querySelectorAll("article img")].filter(i => i.getClientRects().length)
+    .map(i => { const s = getComputedStyle(i);
+      return {src: i.getAttribute("src"), card: lum(s.backgroundColor),
+              radius: parseFloat(s.borderTopLeftRadius), rim: parseFloat(s.paddingLeft),
+              edge: s.boxShadow !== "none", around: behind(i.parentElement)}; });
+  return {frames, rasters};
+}
+"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("name", ["rope", "long-context", "pitfalls", "models"])
+def test_dark_mode_frames(name, lang, site, base, context):
+    """In dark mode the interactive figures, diagrams and computed tables sit on the dark
+    page (the theme put a light rgb(206, 214, 221) backdrop with 8 px of padding behind
+    every HTML output), and raster figures on a deliberate paper card: white, a rim of
+    paper, rounded, with a hairline edge, on the dark page.  Screenshots go to
+    ``<screenshots>/dark/<lang>/<page>.png``."""
+    page = context.new_page()
+    try:
+        page.goto(f"{base}/{lang}/{name}.html", wait_until="load")
+        page.evaluate(SETTLE_JS)
+        assert _switch_to_dark(page), "the colour-mode menu does not switch to dark"
+        page.wait_for_timeout(300)
+        seen = page.evaluate(DARK_FRAMES_JS)
+        shot = screenshot_dir(site) / "dark" / lang / f"{name}.png"
+        shot.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shot), full_page=True)
+    finally:
+        page.close()
+    assert seen["frames"] or seen["rasters"], f"{lang}/{name}: nothing to check"
+    light = [f for f in seen["frames"] if (f["backdrop"] or 0) > 0.5 or f["padding"] > 1]
+    assert not light, f"{lang}/{name}: outputs on a light backdrop in dark mode: {light[:3]}"
+    cards = [r for r in seen["rasters"]
+             if not (r["card"] is not None and r["card"] > 0.97 and r["radius"] >= 3
+                     and r["rim"] >= 3 and r["edge"] and (r["around"] or 0) < 0.5)]
+    assert not cards, f"{lang}/{name}: raster figures without a paper card: {cards[:3]}"
 
 
 @pytest.mark.parametrize(("locale", "lang"), [("zh-CN", "zh"), ("en-US", "en"), ("fr-FR", "en")])

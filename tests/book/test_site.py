@@ -320,6 +320,33 @@ def test_english_search_index(site):
     assert stem in terms or "rotary" in terms
 
 
+#: Words that only TeX has (formulas' sources, which the index once took as text), and
+#: words that only adjacent cells of a computed table make when run together.
+TEX_WORDS = {"mathrm", "frac", "mathbf", "operatorname", "cdot", "ldots", "bmatrix"}
+#: ("modelrope typebaserotated...", and a number cell before a dtype cell: "00bfloat16").
+RUN_TOGETHER = re.compile(r"typebase|modelrope|\d(?:bfloat16|float16|float32|float64)")
+
+
+@pytest.mark.parametrize("lang", list(LANGS))
+def test_search_index_holds_the_words_a_reader_reads(site, lang):
+    """The index has no TeX from the formulas and keeps table cells apart (issue 35), and
+    still has the words of the computed tables (the models table's column "rotated")."""
+    index = _search_index(site, lang)
+    # (an incremental build keeps a term no page has any more, with no pages)
+    terms = {t for part in ("terms", "titleterms") for t, pages in index[part].items()
+             if pages != []}
+    assert not terms & TEX_WORDS, sorted(terms & TEX_WORDS)
+    joined = [t for t in terms if RUN_TOGETHER.search(t)]
+    assert not joined, joined[:10]
+    # the models table's column headings ("rotated" in English, 旋转 in Chinese)
+    word = {"en": "rotat", "zh": "旋转"}[lang]
+    models = index["docnames"].index("models")
+    # (a page's word that is also in one of its headings is listed under titleterms)
+    found = [index[part].get(word) for part in ("terms", "titleterms")]
+    pages = {p for f in found if f is not None for p in ([f] if isinstance(f, int) else f)}
+    assert models in pages, f"{word!r} of the models table is not indexed for the models page"
+
+
 # -- 404, sitemap, Open Graph --------------------------------------------------------
 
 def test_not_found_pages(site):

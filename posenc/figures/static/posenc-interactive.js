@@ -330,8 +330,14 @@
       input.dataset.control = c.id;
       const show = () => {
         const o = c.options[state[c.id]];
-        out.textContent = c.kind === "select" ? "" : o.text;
-        input.setAttribute("aria-valuetext", o.text);
+        // A slider reads its step's meaning aloud through aria-valuetext; a <select>
+        // names its chosen option itself and may not carry the attribute (ARIA).
+        if (c.kind === "select") {
+          out.textContent = "";
+        } else {
+          out.textContent = o.text;
+          input.setAttribute("aria-valuetext", o.text);
+        }
       };
       show();
       input.addEventListener("input", () => {
