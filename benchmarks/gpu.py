@@ -455,6 +455,19 @@ def write_md(results, path):
              f"{results['date']}.", "",
              "Times: median ms of triton.testing.do_bench; x copy_: the time over "
              "out.copy_(x) of the same tensors in the same run.", ""]
+    for dname, sw in (results.get("sweep") or {}).items():
+        lines += [f"## Kernel configurations, {dname} (q and k prefill; chosen: "
+                  f"{sw['chosen']})", "",
+                  "| tile bytes | heads | trig | warps | ms | x copy_ | rel. error |",
+                  "|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in sorted(sw["rows"], key=lambda r: r["ms"]):
+            c = r["config"]
+            lines.append(f"| {c['tile']} | {c['heads']} | {c['trig']} | "
+                         f"{c['warps'] or 'auto'} | {r['ms']:.4f} | {r['x_copy']:.2f} | "
+                         f"{r['relerr']:.1e} |")
+        lines.append("")
+    if results.get("kernel_config"):
+        lines += [f"Every posenc row below ran with: {results['kernel_config']}", ""]
     for cid, case in results["cases"].items():
         lines += [f"## {cid} {tuple(case['q_shape'])} k heads {case['k_heads']} "
                   f"{case['dtype']}", "", "| candidate | ms | x copy_ | rel. error |",
