@@ -20,17 +20,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 
 from browser_site import (
     ROOT,
     _switch_to_dark,
-    chromium,
     discover_pages,
     new_context,
-    require_site,
     screenshot_dir,
     serve,
     site_dir,
@@ -69,30 +66,6 @@ def axe_source() -> str:
 @pytest.fixture(scope="module")
 def axe() -> str:
     return axe_source()
-
-
-@pytest.fixture(scope="module")
-def site() -> Path:
-    return require_site()
-
-
-@pytest.fixture(scope="module")
-def base(site):
-    with serve(site) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as b:
-        yield b
-
-
-@pytest.fixture(scope="module")
-def context(browser):
-    ctx = new_context(browser)
-    yield ctx
-    ctx.close()
 
 
 @pytest.fixture(scope="module")

@@ -30,14 +30,12 @@ from browser_site import (
     SETTLE_JS,
     _switch_to_dark,
     WIDTHS,
-    chromium,
     check_page,
     check_reading,
     check_switch_keeps_place,
     section_anchors,
     discover_pages,
     new_context,
-    require_site,
     screenshot_dir,
     search,
     search_results,
@@ -48,30 +46,6 @@ from browser_site import (
 pytestmark = pytest.mark.browser
 
 PAGES = discover_pages(site_dir()) or [("en", "index")]
-
-
-@pytest.fixture(scope="module")
-def site() -> Path:
-    return require_site()
-
-
-@pytest.fixture(scope="module")
-def base(site):
-    with serve(site) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as b:
-        yield b
-
-
-@pytest.fixture(scope="module")
-def context(browser):
-    ctx = new_context(browser)
-    yield ctx
-    ctx.close()
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 import numpy as np
 import pytest
 
-from browser_site import LOCAL_HOSTS, chromium, new_context, require_site, screenshot_dir, serve
+from browser_site import LOCAL_HOSTS, new_context, screenshot_dir
 
 pytestmark = pytest.mark.browser
 
@@ -67,23 +67,6 @@ INK_JS = """
   return {ink: lum(getComputedStyle(t).fill), paper: bg};
 }
 """
-
-
-@pytest.fixture(scope="module")
-def site():
-    return require_site()
-
-
-@pytest.fixture(scope="module")
-def base(site):
-    with serve(site) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as b:
-        yield b
 
 
 def _open(browser, base, lang, page, width):
