@@ -1,10 +1,13 @@
 """The test tree mirrors the package: encodings/, analysis/, figures/, book/, bench/.
 
 This file sits at the top of tests/ so that pytest puts tests/ on sys.path, and the shared
-helpers (book_parity, browser_site) import from every subfolder.
+helpers (book_parity, browser_site) import from every subfolder.  It is the only
+conftest.py: the test folders are not packages, so a second one (tests/book/conftest.py)
+collides with this one under pytest's default import mode ("import file mismatch").
 """
 
 import os
+from pathlib import Path
 
 # Triton's kernels run on CPU tensors in its interpreter: the fused RoPE kernel is tested
 # that way on machines without a GPU (tests/encodings/test_fused.py).  Set before any test
@@ -18,3 +21,35 @@ from hypothesis import settings  # noqa: E402
 
 settings.register_profile("posenc", deadline=None)
 settings.load_profile("posenc")
+
+
+# Fixtures the browser tests share (tests/book/test_browser.py, test_a11y.py,
+# test_interactive_browser.py): the built site, a local server over it, one Chromium and
+# one browsing context per module.
+import pytest  # noqa: E402
+
+from browser_site import chromium, new_context, require_site, serve  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def site() -> Path:
+    return require_site()
+
+
+@pytest.fixture(scope="module")
+def base(site):
+    with serve(site) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def context(browser):
+    ctx = new_context(browser)
+    yield ctx
+    ctx.close()
