@@ -97,6 +97,7 @@ extensions = [
     "notfound.extension",
     "posenc_book",  # docs/_ext/posenc_book.py: language switch, hreflang, fresh cache
     "posenc_site",  # docs/_ext/posenc_site.py: image alt text, .ipynb downloads, launch links
+    "posenc_assets",  # docs/_ext/posenc_assets.py: unused CSS and icons out, a math font
 ]
 intersphinx_mapping: dict = {}  # no network at build time
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import html
 import re
+import unicodedata
 
 from docutils import nodes
 from sphinx.application import Sphinx
@@ -95,6 +96,76 @@ def narrow_tex(tex: str) -> str | None:
     return r"\begin{split}&" + r"\\&\quad ".join(p for p in parts if p) + r"\end{split}"
 
 
+#: Token elements with a ``mathvariant`` other than ``normal``.  MathML Core (what
+#: Chromium draws) reads only ``mathvariant="normal"``: ``\mathbf{q}`` written as
+#: ``<mi mathvariant="bold">q</mi>`` comes out as an italic q.  The styled letters have
+#: code points of their own (Unicode's Mathematical Alphanumeric Symbols, with a few in
+#: Letterlike Symbols, such as the double-struck R), which every browser draws from the
+#: math font: those are written instead.
+_STYLED = re.compile(r'<(mi|mn|mo|mtext)([^>]*?) mathvariant="(?P<v>bold|italic|bold-italic|'
+                     r'double-struck|script|bold-script|fraktur|bold-fraktur|sans-serif|'
+                     r'bold-sans-serif|sans-serif-italic|sans-serif-bold-italic|'
+                     r'monospace)"([^>]*)>(?P<text>[^<]*)</\1>')
+
+
+#: Each ``mathvariant`` as Unicode names its letters.
+_STYLE_NAMES = {
+    "bold": "BOLD", "italic": "ITALIC", "bold-italic": "BOLD ITALIC",
+    "double-struck": "DOUBLE-STRUCK", "script": "SCRIPT", "bold-script": "BOLD SCRIPT",
+    "fraktur": "FRAKTUR", "bold-fraktur": "BOLD FRAKTUR", "sans-serif": "SANS-SERIF",
+    "bold-sans-serif": "SANS-SERIF BOLD", "sans-serif-italic": "SANS-SERIF ITALIC",
+    "sans-serif-bold-italic": "SANS-SERIF BOLD ITALIC", "monospace": "MONOSPACE",
+}
+
+
+@functools.lru_cache(maxsize=None)
+def styled_char(char: str, variant: str) -> str:
+    """``char`` in the mathematical style ``variant`` (a ``mathvariant`` value), or
+    ``char`` itself where Unicode has no such letter (``styled_char("q", "bold")`` is
+    U+1D42A MATHEMATICAL BOLD SMALL Q)."""
+    try:
+        name = unicodedata.name(char)
+    except ValueError:
+        return char
+    tail = re.sub(r"^(LATIN|GREEK) (CAPITAL|SMALL) LETTER ", r"\2 ", name)
+    tail = re.sub(r"^GREEK (LUNATE )?(\w+) SYMBOL$", r"\2 SYMBOL", tail)
+    if tail == name and not name.startswith("DIGIT ") and name not in ("NABLA",
+                                                                     "PARTIAL DIFFERENTIAL"):
+        return char
+    style = _STYLE_NAMES[variant]
+    for candidate in (f"MATHEMATICAL {style} {tail}", f"{style} {tail}"):
+        try:
+            return unicodedata.lookup(candidate)
+        except KeyError:
+            pass
+    if variant == "italic" and tail == "SMALL H":
+        return "\u210e"  # PLANCK CONSTANT: the italic h's place in Unicode
+    return char
+
+
+def unicode_styles(mathml: str) -> str:
+    """``mathml`` with every styled token's letters written as their styled code points
+    (see ``_STYLED``); a ``<mi>`` then says ``mathvariant="normal"``, so the browser
+    does not slant the letter a second time."""
+    def repl(m: re.Match) -> str:
+        tag, before, after = m.group(1), m.group(2), m.group(4)
+        text = html.unescape(m.group("text"))
+        styled = "".join(styled_char(c, m.group("v")) for c in text)
+        if styled == text:  # nothing Unicode can style: the markup stays as it was
+            return m.group(0)
+        keep = ' mathvariant="normal"' if tag == "mi" else ""
+        return f"<{tag}{before}{keep}{after}>{html.escape(styled, quote=False)}</{tag}>"
+    return _STYLED.sub(repl, mathml)
+
+
+_REFERENCE = re.compile(r"&#x([0-9A-Fa-f]+);")
+
+
+def _character(m: re.Match) -> str:
+    char = chr(int(m.group(1), 16))
+    return m.group(0) if char in "<>&\"'" or not char.isprintable() else char
+
+
 def rewrite_tex(tex: str) -> str:
     for pattern, replacement in _REWRITES:
         tex = pattern.sub(replacement, tex)
@@ -114,9 +185,13 @@ def tex_to_mathml(tex: str, display: bool) -> str:
 
     mathml = convert(rewrite_tex(tex), display="block" if display else "inline")
     mathml = mathml.replace("\\_", "_")  # \text{a\_b}: the underscore itself
+    mathml = unicode_styles(mathml)
     leftover = _LEFTOVER.search(mathml)
     if leftover:
         raise ValueError(f"TeX left unconverted: {leftover.group(0)}")
+    # latex2mathml writes every operator as a character reference ("+" is &#x0002B;,
+    # nine bytes for one): the characters themselves, but for markup's own
+    mathml = _REFERENCE.sub(_character, mathml)
     # latex2mathml writes <math ...><mrow>...</mrow></math>; keep the source beside it.
     head, _, rest = mathml.partition(">")
     body = rest.rsplit("</math>", 1)[0]

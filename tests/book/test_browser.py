@@ -487,3 +487,111 @@ def test_general_index_fits_a_phone(lang, base, browser):
     finally:
         ctx.close()
     assert not over, over
+
+
+MENU_JS = r"""
+() => {
+  const menu = document.querySelector(".dropdown-download-buttons .dropdown-menu");
+  const toggle = document.querySelector(".dropdown-download-buttons [data-bs-toggle]");
+  const r = menu.getBoundingClientRect();
+  return {shown: getComputedStyle(menu).display !== "none" && r.height > 0,
+          left: r.left, right: r.right, room: document.documentElement.clientWidth,
+          expanded: toggle.getAttribute("aria-expanded"),
+          focus: document.activeElement ? document.activeElement.textContent.trim().slice(0, 80)
+                                        : null,
+          items: [...menu.querySelectorAll(".dropdown-item")].map(a => a.textContent.trim())};
+}
+"""
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_download_menu_by_mouse_and_keyboard(lang, width, base, browser):
+    """The header's download menu (Bootstrap's dropdown, done by posenc-bootstrap.js):
+    a click opens it inside the window, Escape closes it and gives the toggle back its
+    focus, ArrowDown opens it on the first item and walks the items, a click elsewhere
+    closes it; no script errors on the way."""
+    ctx = new_context(browser)
+    errors: list[str] = []
+    try:
+        page = ctx.new_page()
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+        page.set_viewport_size({"width": width, "height": 844})
+        page.goto(f"{base}/{lang}/rope.html", wait_until="load")
+        toggle = page.locator(".dropdown-download-buttons [data-bs-toggle='dropdown']")
+        assert page.evaluate(MENU_JS)["shown"] is False
+        toggle.click()
+        opened = page.evaluate(MENU_JS)
+        page.keyboard.press("Escape")
+        # the theme also shows the menu while the pointer is over its toggle: move away
+        page.mouse.move(5, 600)
+        closed = page.evaluate(MENU_JS)
+        focused_toggle = page.evaluate(
+            "document.activeElement.matches('.dropdown-download-buttons [data-bs-toggle]')")
+        page.keyboard.press("ArrowDown")
+        by_keys = page.evaluate(MENU_JS)
+        page.keyboard.press("ArrowDown")
+        second = page.evaluate(MENU_JS)
+        page.mouse.click(5, 400)
+        outside = page.evaluate(MENU_JS)
+    finally:
+        ctx.close()
+    assert opened["shown"] and opened["expanded"] == "true", opened
+    assert opened["left"] >= 0 and opened["right"] <= opened["room"] + 0.5, opened
+    assert len(opened["items"]) >= 4, opened
+    assert not closed["shown"] and closed["expanded"] == "false" and focused_toggle, closed
+    assert by_keys["shown"] and by_keys["focus"] == by_keys["items"][0], by_keys
+    assert second["focus"] == second["items"][1], second
+    assert not outside["shown"], outside
+    assert not errors, errors
+
+
+MATH_FONT_JS = r"""
+async () => {
+  await document.fonts.ready;
+  const math = document.querySelector("article math");
+  const loaded = [...document.fonts].filter(f => f.family.replace(/"/g, "") === "posenc math"
+                                               && f.status === "loaded").length;
+  // the brackets drawn around a matrix (the visible form) stretch to its height: the
+  // font's MATH table at work
+  const fences = "()[]{}|\u2016\u27e8\u27e9";
+  const stretched = [...document.querySelectorAll("article math mtable")].flatMap(t => {
+    const size = parseFloat(getComputedStyle(t).fontSize);
+    const around = [t.previousElementSibling, t.nextElementSibling];
+    return around.filter(mo => mo && mo.localName === "mo" && fences.includes(mo.textContent.trim())
+                               && mo.getBoundingClientRect().height > 0)
+                 .map(mo => ({fence: mo.textContent.trim(),
+                              ratio: mo.getBoundingClientRect().height / size,
+                              rows: t.querySelectorAll(":scope > mtr").length}));
+  });
+  return {family: getComputedStyle(math).fontFamily, loaded, stretched};
+}
+"""
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_math_is_set_in_the_site_math_font(lang, width, site, base, browser):
+    """Math on the RoPE page is drawn from the site's own math font (STIX Two Math,
+    subset; docs/_ext/posenc_assets.py), the Chinese page too, and the brackets around
+    its matrices stretch over them.  The equations are saved as screenshots for a reader
+    to look at (``_build/screenshots/math/``)."""
+    ctx = new_context(browser)
+    try:
+        page = ctx.new_page()
+        page.set_viewport_size({"width": width, "height": 844})
+        page.goto(f"{base}/{lang}/rope.html", wait_until="load")
+        seen = page.evaluate(MATH_FONT_JS)
+        out = screenshot_dir(site) / "math"
+        out.mkdir(parents=True, exist_ok=True)
+        displays = page.locator("article div.math:visible")
+        for i in range(min(displays.count(), 12)):
+            displays.nth(i).screenshot(path=str(out / f"{lang}-rope-{width}-{i:02d}.png"))
+    finally:
+        ctx.close()
+    assert seen["family"].startswith('"posenc math"'), seen["family"]
+    assert seen["loaded"] == 1, seen
+    # a bracket around a matrix of two rows or more is taller than two lines of text
+    brackets = [b for b in seen["stretched"] if b["rows"] >= 2]
+    assert brackets and all(b["ratio"] > 2.0 for b in brackets), seen["stretched"]

@@ -177,6 +177,34 @@ def test_the_offline_scan_catches_external_resources():
     assert not any("github.com/posenc" in f or "canonical" in f for f in found)
 
 
+def test_site_serves_its_trimmed_assets(site):
+    """Every page's math is in the site's math font (subset to the characters drawn, its
+    MATH table kept, the license beside it); the icon fonts are subsets; no page loads
+    Bootstrap's bundle, each loads posenc-bootstrap.js in its place."""
+    import posenc_assets
+    from fontTools.ttLib import TTFont
+
+    source = TTFont(posenc_assets.MATH_FONT).getBestCmap()
+    for lang in LANGS:
+        static = site / lang / "_static"
+        font = TTFont(static / posenc_assets.MATH_FONT_OUT)
+        assert "MATH" in font and (static / "fonts" / "OFL.txt").exists()
+        cmap = font.getBestCmap()
+        drawn: set[str] = set()
+        for page in sorted((site / lang).glob("*.html")):
+            text = page.read_text(encoding="utf-8")
+            drawn |= posenc_assets.math_characters(text)
+            assert "scripts/bootstrap.js" not in text, page
+            assert "_static/posenc-bootstrap.js" in text, page
+        # a character STIX Two Math has is in the subset (one it lacks, a Chinese word
+        # in \text, comes from the page's font)
+        missing = sorted(c for c in drawn if ord(c) in source and ord(c) not in cmap)
+        assert len(drawn) > 100 and not missing, missing
+        for name in ("fa-solid-900", "fa-brands-400"):
+            size = (static / "vendor" / "fontawesome" / "webfonts" / f"{name}.woff2").stat()
+            assert size.st_size < 20_000, (name, size.st_size)
+
+
 def test_math_is_mathml_written_at_build_time(site):
     """Every formula of both languages is MathML in the page (posenc_math), and no page
     loads MathJax: the browser draws the math itself, offline too."""
@@ -246,6 +274,105 @@ def test_narrow_math_forms():
     assert posenc_math.strip_comments("a = b %|\n%narrow: x\n= c\n\nd") == "a = b \n= c\n\nd"
     for tex in (chain, rows, gathered):
         assert "<mtable" in posenc_math.tex_to_mathml(tex, True)
+
+
+def test_styled_letters_are_unicode_math_letters():
+    """MathML Core draws no ``mathvariant`` but ``normal``: bold, double-struck and
+    monospace letters are written as Unicode's mathematical letters, and a bold <mi>
+    says ``normal`` so the browser does not slant it again."""
+    import posenc_math
+
+    cases = {("q", "bold"): "\U0001d42a", ("\u03b8", "bold-italic"): "\U0001d73d",
+             ("\u03f5", "bold-italic"): "\U0001d750", ("E", "double-struck"): "\U0001d53c",
+             ("R", "double-struck"): "\u211d", ("h", "italic"): "\u210e",
+             ("0", "bold"): "\U0001d7ce", ("n", "monospace"): "\U0001d697",
+             ("_", "monospace"): "_", ("\u00e9", "bold"): "\u00e9"}
+    for (char, variant), want in cases.items():
+        assert posenc_math.styled_char(char, variant) == want, (char, variant)
+    mathml = posenc_math.unicode_styles('<mi mathvariant="bold-italic">&#x003B8;</mi>'
+                                        '<mtext mathvariant="monospace">n_a</mtext>'
+                                        '<mi mathvariant="bold">\u00e9</mi>')
+    assert mathml == ('<mi mathvariant="normal">\U0001d73d</mi>'
+                      '<mtext>\U0001d697_\U0001d68a</mtext><mi mathvariant="bold">\u00e9</mi>')
+    # what the converter writes for the book's bold vectors reaches the page as Unicode
+    out = posenc_math.tex_to_mathml(r"\mathbf{q}^\top \boldsymbol{\theta}", False)
+    assert 'mathvariant="bold' not in out and "\U0001d73d" in out
+
+
+def test_purge_css_keeps_what_a_page_can_match():
+    """A rule stays when one of its selectors needs only classes the site's words have;
+    ``:not()``, ``:is()`` and attribute selectors need nothing; license comments,
+    ``@font-face`` and ``@keyframes`` stay; emptied ``@media`` blocks go."""
+    import posenc_assets
+
+    css = ('@charset "UTF-8";/*! MIT */ /* plain */:root{--x:1}.used{a:1}.unused{b:2}'
+           '.used,.gone .used{c:3}.used:not(.absent){d:4}.x:is(.absent,.also){e:5}'
+           'a[href$=".pdf"]{f:6}@media (min-width:1px){.gone{g:7}}'
+           '@media print{.used{h:8}}@font-face{font-family:x}@keyframes k{0%{i:9}}'
+           '.gone::after{content:"}"}.esc\\:x{j:10}')
+    out = posenc_assets.purge_css(css, {"used", "x"})
+    for kept in ('@charset "UTF-8";', "/*! MIT */", ":root{--x:1}", ".used{a:1}",
+                 ".used{c:3}", ".used:not(.absent){d:4}", ".x:is(.absent,.also){e:5}",
+                 'a[href$=".pdf"]{f:6}', "@media print{.used{h:8}", "@font-face{",
+                 "@keyframes k{0%{i:9}}", ".esc\\:x{j:10}"):
+        assert kept in out, kept
+    for gone in ("plain", ".unused", ".gone", "g:7", 'content:"}"'):
+        assert gone not in out, gone
+    for up in ("", "../", "/posenc/en/"):  # a page, a page one folder down, the 404 page
+        tag = f'<script defer src="{up}_static/scripts/bootstrap.js?digest=9a0f"></script>'
+        assert posenc_assets.swap_bootstrap(tag) == (
+            f'<script defer src="{up}_static/posenc-bootstrap.js"></script>')
+    assert posenc_assets.icon_codepoints('.a{--fa:"\\f002"}.b{content:"\uf00d"}'
+                                         '.c{content:"\\2014"}') == {0xF002, 0xF00D}
+
+
+def test_figures_are_served_as_webp_with_their_font_sizes(tmp_path):
+    """A page's figures (src and srcset under _images/) become lossless WebP with the
+    PNG's text chunks and dpi in their XMP; links to the PNG and other images stay."""
+    import posenc_assets
+    from PIL import Image, PngImagePlugin
+
+    (tmp_path / "_images").mkdir()
+    meta = PngImagePlugin.PngInfo()
+    meta.add_text("posenc-min-font-pt", "7.5")
+    Image.new("RGB", (40, 20), (10, 200, 30)).save(tmp_path / "_images" / "a.png",
+                                                   pnginfo=meta, dpi=(220, 220))
+    Image.new("RGB", (20, 20)).save(tmp_path / "_images" / "b.png")
+    page = ('<picture><source media="(max-width: 600px)" srcset="_images/b.png">'
+            '<img src="_images/a.png" alt="x"></picture><a href="_images/a.png">big</a>'
+            '<img src="_static/logo.png"><img src="_images/missing.png">')
+    out = posenc_assets.webp_figures(tmp_path, page)
+    assert out == ('<picture><source media="(max-width: 600px)" srcset="_images/b.webp">'
+                   '<img src="_images/a.webp" alt="x"></picture><a href="_images/a.png">big'
+                   '</a><img src="_static/logo.png"><img src="_images/missing.png">')
+    with Image.open(tmp_path / "_images" / "a.webp") as webp:
+        assert webp.format == "WEBP" and webp.size == (40, 20)
+        assert webp.convert("RGB").getpixel((3, 3)) == (10, 200, 30)  # lossless
+        info = posenc_assets.read_figure_xmp(webp.info["xmp"])
+    with Image.open(tmp_path / "_images" / "a.png") as png:
+        dpi = png.info["dpi"][0]  # 220 dpi as a PNG stores it (per metre): 219.9894...
+    assert info == {"posenc-min-font-pt": "7.5", "dpi": repr(dpi)}
+    # the browser test reads the same numbers from the served file
+    from browser_site import png_font_info
+
+    data = (tmp_path / "_images" / "a.webp").read_bytes()
+    assert png_font_info(data) == (7.5, dpi)
+    # and a page in a folder below reaches the same files
+    sub = tmp_path / "api"
+    sub.mkdir()
+    assert "../_images/b.webp" in posenc_assets.webp_figures(sub, '<img src="../_images/b.png">')
+
+
+def test_math_characters_include_the_italic_letters_drawn():
+    """The math font is subset to what the MathML draws: a single-letter <mi> is drawn
+    as the italic letter, annotations (the TeX) are not drawn."""
+    import posenc_assets
+
+    page = ('<p>x</p><math><semantics><mrow><mi>x</mi><mi>&#x003B8;</mi><mi>sin</mi>'
+            '<mo>&#x02211;</mo></mrow><annotation encoding="application/x-tex">\\zeta'
+            '</annotation></semantics></math>')
+    assert posenc_assets.math_characters(page) == {
+        "\U0001d465", "\U0001d703", "s", "i", "n", "\u2211", "x", "\u03b8"}
 
 
 # -- Languages -----------------------------------------------------------------------
