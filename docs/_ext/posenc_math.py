@@ -166,6 +166,28 @@ def _character(m: re.Match) -> str:
     return m.group(0) if char in "<>&\"'" or not char.isprintable() else char
 
 
+#: A prime written as a superscript (``f'`` is ``<msup><mi>f</mi><mi>′</mi></msup>``,
+#: ``\theta_i'`` an ``msubsup``).  An OpenType math font's prime (U+2032) is already
+#: drawn high and small; raised again as a superscript it floats above the letter
+#: (Chromium applies no 'ssty' variant).  The prime is written after its base instead,
+#: an operator without spacing, and a subscript goes after both: f′, θ′ᵢ, as TeX sets
+#: them.
+_TOKEN = r"<(?:mi|mn)\b[^>]*>[^<]*</(?:mi|mn)>"
+_PRIME = r'<m[io]>(?P<prime>[\u2032\u2033\u2034]+)</m[io]>'
+_PRIME_SUP = re.compile(rf"<msup>(?P<base>{_TOKEN}){_PRIME}</msup>")
+_PRIME_SUBSUP = re.compile(rf"<msubsup>(?P<base>{_TOKEN})(?P<sub>{_TOKEN}){_PRIME}</msubsup>")
+
+
+def primes_after_base(mathml: str) -> str:
+    """``mathml`` with superscript primes on a letter written after it (``_PRIME_SUP``)."""
+    def prime(m: re.Match) -> str:
+        return f'<mo lspace="0" rspace="0">{m.group("prime")}</mo>'
+    mathml = _PRIME_SUP.sub(lambda m: f"<mrow>{m.group('base')}{prime(m)}</mrow>", mathml)
+    return _PRIME_SUBSUP.sub(
+        lambda m: f"<msub><mrow>{m.group('base')}{prime(m)}</mrow>{m.group('sub')}</msub>",
+        mathml)
+
+
 def rewrite_tex(tex: str) -> str:
     for pattern, replacement in _REWRITES:
         tex = pattern.sub(replacement, tex)
@@ -192,6 +214,7 @@ def tex_to_mathml(tex: str, display: bool) -> str:
     # latex2mathml writes every operator as a character reference ("+" is &#x0002B;,
     # nine bytes for one): the characters themselves, but for markup's own
     mathml = _REFERENCE.sub(_character, mathml)
+    mathml = primes_after_base(mathml)
     # latex2mathml writes <math ...><mrow>...</mrow></math>; keep the source beside it.
     head, _, rest = mathml.partition(">")
     body = rest.rsplit("</math>", 1)[0]

@@ -299,6 +299,20 @@ def test_styled_letters_are_unicode_math_letters():
     assert 'mathvariant="bold' not in out and "\U0001d73d" in out
 
 
+def test_primes_follow_their_letter():
+    """A prime is written after its letter, not raised as a superscript (the math font's
+    prime is already high: raised again it floats), a subscript after both."""
+    import posenc_math
+
+    out = posenc_math.tex_to_mathml(r"\theta_i' = f'(x)", False)
+    prime = '<mo lspace="0" rspace="0">\u2032</mo>'
+    assert f"<msub><mrow><mi>\u03b8</mi>{prime}</mrow><mi>i</mi></msub>" in out
+    assert f"<mrow><mi>f</mi>{prime}</mrow>" in out
+    assert "<msup>" not in out and "<msubsup>" not in out
+    # a superscript that is not a bare prime stays one
+    assert "<msup>" in posenc_math.tex_to_mathml(r"r^2", False)
+
+
 def test_purge_css_keeps_what_a_page_can_match():
     """A rule stays when one of its selectors needs only classes the site's words have;
     ``:not()``, ``:is()`` and attribute selectors need nothing; license comments,
