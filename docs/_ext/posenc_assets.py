@@ -10,7 +10,8 @@ At ``build-finished`` this extension rewrites, in the output's ``_static``:
   site's HTML or in a script the site ships (a class a script adds is in the script's
   text); classes inside ``:not()``, ``:is()``, ``:where()``, ``:has()`` and attribute
   selectors are not required.  License comments (``/*! ... */``), ``@font-face``,
-  ``@keyframes`` and the like stay whole.
+  ``@keyframes`` and the like stay whole.  Custom properties that nothing reads
+  (``--bs-*`` by the hundred) go too.
 * **the icon fonts, subset** to the code points the remaining rules name (each icon
   class's ``--fa:"\\f002"``, the theme's icon variables): a few KB instead of 225.
 * **a math font**: STIX Two Math (SIL Open Font License; ``docs/_fonts``), subset to the
@@ -19,15 +20,16 @@ At ``build-finished`` this extension rewrites, in the output's ``_static``:
   ``_static/fonts/posenc-math.woff2``; ``posenc.css`` gives it to ``math``.  Without a
   math font, browsers draw MathML from the text font: primes float, fractions sit high,
   stretchy brackets do not stretch.
-
 * **figures as lossless WebP** (``_images/*.png`` in every ``src`` and ``srcset``; the
   PNG stays for links to the full-size view): the same pixels in about a third of the
   bytes.  A figure's smallest font size, which the PNG carries in a text chunk, goes
   into the WebP's XMP.
 * **Bootstrap's bundle swapped** for ``posenc-bootstrap.js`` (below).
 
-The files Sphinx copied are kept untouched under the doctree folder, so an incremental
-build trims them afresh from the originals (a class a new page uses comes back).
+The files Sphinx copied are kept untouched under the doctree folder and put back before
+the next build (Sphinx and MyST-NB refuse to overwrite a changed static file), so an
+incremental build trims them afresh from the originals: a class a new page uses comes
+back.
 tests/book/test_site.py checks the trimming rules; the browser test weighs every page
 and draws it at 390 and 1280 px.
 """
@@ -64,6 +66,7 @@ _BOOTSTRAP = re.compile(r'<script defer src="(?P<up>[^"]*?)_static/scripts/boots
 def swap_bootstrap(page_html: str) -> str:
     return _BOOTSTRAP.sub(lambda m: f'<script defer src="{m.group("up")}_static/'
                           f'posenc-bootstrap.js"></script>', page_html)
+
 
 _WORD = re.compile(r"[A-Za-z_][\w-]*")
 
@@ -110,7 +113,7 @@ def _string_end(css: str, i: int) -> int:
 
 def _block_end(css: str, i: int) -> int:
     """Index of the ``}`` that closes the ``{`` at ``i``."""
-    depth, i = 0, i
+    depth = 0
     while i < len(css):
         c = css[i]
         if c in "\"'":

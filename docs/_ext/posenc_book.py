@@ -433,7 +433,53 @@ def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict, 
     context["metatags"] = context.get("metatags", "") + "\n" + "\n".join(tags)
 
 
+def continue_chapter_numbers(app: Sphinx, env) -> list[str]:
+    """Chapter numbers that run on across the book's parts.
+
+    The contents page has one toctree per part (its caption is the part's title in the
+    sidebar), each ``:numbered: 1``; Sphinx numbers every numbered toctree from 1, so
+    each part would start again at chapter 1.  After Sphinx has numbered them, each
+    part's chapters are shifted by the chapters of the parts before it (in the section
+    numbers, the contents' and the titles' numbers), and the figures, tables and
+    equations are numbered again from the shifted chapters: Fig. 7.3, equation (7.1),
+    the same numbers the notebooks print (posenc_notebook).  Returns the pages to write
+    again."""
+    from sphinx import addnodes
+    from sphinx.environment.collectors.toctree import TocTreeCollector
+
+    root = env.config.root_doc
+    if root not in env.numbered_toctrees:
+        return []
+    offset, shifted = 0, []
+    for toctree in env.get_doctree(root).findall(addnodes.toctree):
+        if not toctree.get("numbered"):
+            continue
+        chapters = [ref for _title, ref in toctree["entries"] if ref in env.toc_secnumbers]
+        if offset:
+            for ref in chapters:
+                _shift_chapter(env, ref, offset)
+                shifted.append(ref)
+        offset += len(chapters)
+    if not shifted:
+        return []
+    TocTreeCollector().assign_figure_numbers(env)
+    return sorted(set(env.toc_secnumbers) | set(env.toc_fignumbers))
+
+
+def _shift_chapter(env, docname: str, offset: int) -> None:
+    env.toc_secnumbers[docname] = {
+        anchor: ((number[0] + offset, *number[1:]) if number else number)
+        for anchor, number in env.toc_secnumbers[docname].items()}
+    for ref in env.tocs[docname].findall(nodes.reference):
+        if ref.get("secnumber"):
+            ref["secnumber"] = [ref["secnumber"][0] + offset, *ref["secnumber"][1:]]
+    title = env.titles.get(docname)
+    if title is not None and title.get("secnumber"):
+        title["secnumber"] = [title["secnumber"][0] + offset, *title["secnumber"][1:]]
+
+
 def setup(app: Sphinx) -> dict:
+    app.connect("env-get-updated", continue_chapter_numbers, priority=900)
     app.add_config_value("posenc_watch_paths", [], "env")
     app.add_config_value("posenc_cache_root", "", "env")
     app.add_config_value("posenc_languages", {}, "html")

@@ -746,15 +746,24 @@ class SphinxResolver(Resolver):
         return Link(text, self._url(doc, anchor))
 
     def equation_number(self, label: str) -> str | None:
+        """The number the page prints for equation ``label``: chapter-qualified ("7.1")
+        where the chapter is numbered, as Sphinx numbers it (numfig, math_numfig), else
+        the math domain's running number."""
         entry = self.math.equations.get(label)
-        return str(entry[1]) if entry else None
+        if entry is None:
+            return None
+        doc, number = entry
+        numbers = self.env.toc_fignumbers.get(doc, {}).get("displaymath", {})
+        qualified = numbers.get(f"equation-{label}")
+        sep = self.app.config.math_numsep
+        return sep.join(map(str, qualified)) if qualified else str(number)
 
     def eq(self, label: str) -> Link:
         entry = self.math.equations.get(label)
         if entry is None:
             return self._missing(f"the equation {label!r}", f"({label})")
-        doc, number = entry
-        return Link(f"({number})", self._url(doc, f"equation-{label}"))
+        return Link(f"({self.equation_number(label)})",
+                    self._url(entry[0], f"equation-{label}"))
 
     def doc(self, docname: str, title: str | None) -> Link:
         docname = docname.lstrip("/").removesuffix(".md")

@@ -904,3 +904,34 @@ def test_references_page_is_labelled_as_the_text_cites(site):
                                      f"listed as {label!r}")
         assert count > 100, f"{lang}: only {count} citations"
         assert not wrong, f"{lang}: {wrong[:5]}"
+
+
+def test_chapters_figures_and_equations_carry_chapter_numbers(site):
+    """Chapters are numbered 1, 2, ... across the book's parts (one numbered toctree per
+    part; posenc_book.continue_chapter_numbers), figures and equations by chapter
+    (Fig. 7.3, (7.1)), and a chapter's notebook prints the same equation and figure
+    numbers as its page."""
+    import json
+
+    for lang in LANGS:
+        root = site / lang
+        nav = _soup(root / "rope.html").select("nav.bd-docs-nav li.toctree-l1 > a")
+        numbered = [a.get_text(strip=True) for a in nav
+                    if re.match(r"\d+\. ", a.get_text(strip=True))]
+        assert [int(t.split(".")[0]) for t in numbered] == list(range(1, len(numbered) + 1))
+        assert len(numbered) >= 12, numbered
+        chapter = int(_soup(root / "rope.html").select_one("h1 .section-number")
+                      .get_text().strip(". "))
+        page = (root / "rope.html").read_text(encoding="utf-8")
+        eqnos = re.findall(r'<span class="eqno">\((\d+)\.(\d+)\)', page)
+        assert eqnos and {int(c) for c, _ in eqnos} == {chapter}, eqnos
+        assert [int(n) for _, n in eqnos] == list(range(1, len(eqnos) + 1))
+        fig = "Fig." if lang == "en" else "图"
+        figs = sorted({int(n) for c, n in re.findall(rf"{fig} (\d+)\.(\d+)", page)
+                       if int(c) == chapter})
+        assert figs and figs == list(range(1, len(figs) + 1)), figs
+        notebook = json.loads((root / "_sources" / "rope.ipynb").read_text(encoding="utf-8"))
+        text = "".join("".join(c["source"]) for c in notebook["cells"])
+        tags = re.findall(r"\\tag\{(\d+\.\d+)\}", text)
+        assert tags == [f"{c}.{n}" for c, n in eqnos], (tags, eqnos)
+        assert f"{fig} {chapter}.1" in text
