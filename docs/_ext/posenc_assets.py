@@ -182,28 +182,36 @@ def selector_alive(selector: str, words: set[str]) -> bool:
 _NESTING = ("@media", "@supports", "@layer", "@container", "@document")
 
 
-def purge_css(css: str, words: set[str]) -> str:
-    """``css`` without the rules whose selectors all need a class that is not in
-    ``words`` (tests/book/test_site.py: test_purge_css_*)."""
+def _rewrite(css: str, rule, keep_comment=lambda comment: True) -> str:
+    """``css`` with each style rule replaced by ``rule(selectors, body)`` (``None``
+    drops it), inside nesting at-rules too (an emptied one goes); other at-rules and
+    statements stay, comments where ``keep_comment`` says so."""
     out = []
     for prelude, body in _blocks(css):
         if body is None:
-            if prelude.startswith("/*") and not prelude.startswith("/*!"):
-                continue  # an ordinary comment: dropped; a license comment stays
-            out.append(prelude)
-            continue
-        if prelude.startswith("@"):
-            if prelude.lower().startswith(_NESTING):
-                inner = purge_css(body, words)
-                if inner.strip():
-                    out.append(f"{prelude}{{{inner}}}")
-            else:
-                out.append(f"{prelude}{{{body}}}")
-            continue
-        alive = [s for s in _split_top(prelude) if selector_alive(s, words)]
-        if alive:
-            out.append(f"{','.join(alive)}{{{body}}}")
+            if not prelude.startswith("/*") or keep_comment(prelude):
+                out.append(prelude)
+        elif not prelude.startswith("@"):
+            new = rule(prelude, body)
+            if new is not None:
+                out.append(new)
+        elif prelude.lower().startswith(_NESTING):
+            inner = _rewrite(body, rule, keep_comment)
+            if inner.strip():
+                out.append(f"{prelude}{{{inner}}}")
+        else:
+            out.append(f"{prelude}{{{body}}}")
     return "\n".join(out) + "\n"
+
+
+def purge_css(css: str, words: set[str]) -> str:
+    """``css`` without the rules whose selectors all need a class that is not in
+    ``words``, and without its comments but the license ones (``/*! ... */``)
+    (tests/book/test_site.py: test_purge_css_*)."""
+    def rule(selectors: str, body: str) -> str | None:
+        alive = [s for s in _split_top(selectors) if selector_alive(s, words)]
+        return f"{','.join(alive)}{{{body}}}" if alive else None
+    return _rewrite(css, rule, keep_comment=lambda comment: comment.startswith("/*!"))
 
 
 def _declarations(body: str) -> list[str]:
@@ -241,38 +249,17 @@ def drop_unused_properties(sheets: dict, words: set[str]) -> dict:
         read = set(_VAR.findall(text)) | {f"--{w.lstrip('-')}" for w in words}
         dropped = False
 
-        def keep(body: str) -> str:
+        def rule(selectors: str, body: str) -> str | None:
             nonlocal dropped
             decls = _declarations(body)
             kept = [d for d in decls
                     if not (_CUSTOM.match(d) and _CUSTOM.match(d).group(1) not in read)]
             dropped |= len(kept) < len(decls)
-            return ";".join(kept)
+            return f"{selectors}{{{';'.join(kept)}}}" if kept else None
 
-        sheets = {name: _map_bodies(css, keep) for name, css in sheets.items()}
+        sheets = {name: _rewrite(css, rule) for name, css in sheets.items()}
         if not dropped:
             return sheets
-
-
-def _map_bodies(css: str, fn) -> str:
-    """``css`` with ``fn`` applied to the body of every style rule (inside nesting
-    at-rules too); rules left empty go."""
-    out = []
-    for prelude, body in _blocks(css):
-        if body is None:
-            out.append(prelude)
-        elif prelude.startswith("@"):
-            if prelude.lower().startswith(_NESTING):
-                inner = _map_bodies(body, fn)
-                if inner.strip():
-                    out.append(f"{prelude}{{{inner}}}")
-            else:
-                out.append(f"{prelude}{{{body}}}")
-        else:
-            new = fn(body)
-            if new.strip():
-                out.append(f"{prelude}{{{new}}}")
-    return "\n".join(out) + "\n"
 
 
 def icon_codepoints(css: str) -> set[int]:

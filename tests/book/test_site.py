@@ -377,6 +377,21 @@ def test_figures_are_served_as_webp_with_their_font_sizes(tmp_path):
     assert "../_images/b.webp" in posenc_assets.webp_figures(sub, '<img src="../_images/b.png">')
 
 
+def test_unread_custom_properties_go():
+    """A custom property goes when no sheet reads it with var() and no page or script
+    names it; one read only by a property that went goes next; url(...;...) values and
+    other declarations stay."""
+    import posenc_assets
+
+    sheets = {"a.css": ':root{--a:1;--b:var(--c);--c:2;--gone:3;--pst-x:4}'
+                       '.x{color:var(--a);background:url(data:x;base64,AA==)}',
+              "b.css": ".y{--only:1}@media print{.z{--c2:var(--a)}}"}
+    out = posenc_assets.drop_unused_properties(sheets, {"pst-x"})
+    assert out == {"a.css": ":root{--a:1;--pst-x:4}\n"
+                            ".x{color:var(--a);background:url(data:x;base64,AA==)}\n",
+                   "b.css": "\n"}
+
+
 def test_math_characters_include_the_italic_letters_drawn():
     """The math font is subset to what the MathML draws: a single-letter <mi> is drawn
     as the italic letter, annotations (the TeX) are not drawn."""
