@@ -3,8 +3,8 @@
 
    - Dropdowns: the header's download, launch and repository menus
      (data-bs-toggle="dropdown").  A click or Enter/Space on the toggle opens its menu;
-     ArrowDown/ArrowUp move through the items; Escape, a click elsewhere or focus
-     leaving the menu closes it.  The menu opens below its toggle and is kept inside
+     ArrowDown/ArrowUp move through the items; Escape, a click elsewhere or on an item,
+     or focus leaving the menu closes it.  The menu opens below its toggle and is kept inside
      the window.
    - Tooltips: pydata-sphinx-theme makes one Bootstrap tooltip, on the button that
      collapses the sidebar.  Here a tooltip is the element's native title.  Every other
@@ -111,7 +111,11 @@
       new Dropdown(toggle).toggle();
       return;
     }
-    if (!event.target.closest(".dropdown-menu.show")) closeAll(null);
+    // a click outside the open menu, or on one of its items, closes it (as Bootstrap's
+    // default autoClose does)
+    if (!event.target.closest(".dropdown-menu.show") || event.target.closest(".dropdown-item")) {
+      closeAll(null);
+    }
   });
 
   document.addEventListener("keydown", (event) => {

@@ -510,7 +510,7 @@ def test_download_menu_by_mouse_and_keyboard(lang, width, base, browser):
     """The header's download menu (Bootstrap's dropdown, done by posenc-bootstrap.js):
     a click opens it inside the window, Escape closes it and gives the toggle back its
     focus, ArrowDown opens it on the first item and walks the items, a click elsewhere
-    closes it; no script errors on the way."""
+    or on an item closes it; no script errors on the way."""
     ctx = new_context(browser)
     errors: list[str] = []
     try:
@@ -535,6 +535,11 @@ def test_download_menu_by_mouse_and_keyboard(lang, width, base, browser):
         second = page.evaluate(MENU_JS)
         page.mouse.click(5, 400)
         outside = page.evaluate(MENU_JS)
+        toggle.click()
+        with ctx.expect_page():  # the source opens in a new tab
+            page.locator(".dropdown-download-buttons .dropdown-item[href$='.md']").click()
+        page.mouse.move(5, 600)
+        after_item = page.evaluate(MENU_JS)
     finally:
         ctx.close()
     assert opened["shown"] and opened["expanded"] == "true", opened
@@ -544,6 +549,7 @@ def test_download_menu_by_mouse_and_keyboard(lang, width, base, browser):
     assert by_keys["shown"] and by_keys["focus"] == by_keys["items"][0], by_keys
     assert second["focus"] == second["items"][1], second
     assert not outside["shown"], outside
+    assert not after_item["shown"] and after_item["expanded"] == "false", after_item
     assert not errors, errors
 
 
