@@ -27,6 +27,7 @@ import pytest
 
 from browser_site import (
     OVERFLOW_JS,
+    PAGE_WEIGHT_MAX,
     SETTLE_JS,
     _switch_to_dark,
     WIDTHS,
@@ -381,7 +382,7 @@ EXPECTED_FAILURES = {
     "transparent figure in dark mode": "transparent on a dark background",
     "language switch target": "language switch went to /zh/index.html, expected /zh/broken.html",
     "language switch covered": "the language switch is hidden or covered",
-    "heavy first load": "before images (limit 1.2 MB)",
+    "heavy first load": f"before images (limit {PAGE_WEIGHT_MAX / 1e6:g} MB)",
 }
 def test_switch_without_posenc_js_loses_the_place(site, browser, tmp_path):
     """The place-keeping check bites: without posenc.js the switch drops the section."""
