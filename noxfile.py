@@ -90,7 +90,8 @@ def tests(session: nox.Session) -> None:
     """Everything CI checks: unit/property/parity tests, the README's docs build in a fresh
     environment, doctests, built-site and browser tests."""
     _install(session, "requirements/test.txt")
-    session.run("pytest", "-m", "not build and not browser", "--doctest-modules", "posenc", "tests")
+    session.run("pytest", "-m", "not build and not browser", "--doctest-modules", "posenc",
+                "experiments", "tests")
     # The site, built the way the README builds it: `nox -s docs`, in an environment
     # created afresh from requirements/docs.txt alone, executing every page (the execution
     # cache and the memo are emptied first; the doctest builder after it then reuses those

@@ -18,6 +18,7 @@ from posenc.analysis.experiments import corpus as C
 from posenc.analysis.experiments import tasks
 from posenc.analysis.experiments import train as T
 from posenc.analysis.experiments.models import ENCODINGS, ModelConfig, TinyDecoder
+from posenc.analysis.experiments.probe import MIN_LENGTH
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -200,6 +201,95 @@ def test_task_scores_count_exact_matches():
     assert s == {"symbol": 19 / 20, "exact": 3 / 4}
 
 
+class _Copier(torch.nn.Module):
+    """Free-running copy by rule: at the end of ``[BOS] x_1..x_m [SEP] y_1..y_k`` it
+    predicts ``x_{k+1+shift}`` (``shift`` 0: a perfect copier)."""
+
+    def __init__(self, m, shift=0):
+        super().__init__()
+        self.m, self.shift, self.w = m, shift, torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, x):
+        k = x.shape[1] - (self.m + 2)
+        src = min(k + 1 + self.shift, self.m)
+        logits = torch.zeros(*x.shape, 256)
+        logits[:, -1].scatter_(1, x[:, src, None], 1.0)
+        return logits
+
+
+def test_free_running_copy_writes_from_its_own_output():
+    rng = lambda: np.random.default_rng(3)  # noqa: E731
+    assert tasks.generate_copy(_Copier(6), 6, 5, rng()) == {"symbol": 1.0, "exact": 1.0}
+    # one step ahead: each token is the next one's, the last repeats (1 of 6 right)
+    got = tasks.generate_copy(_Copier(6, shift=1), 6, 5, rng())
+    assert got["exact"] == 0.0 and got["symbol"] == pytest.approx(1 / 6, abs=0.1)
+    with pytest.raises(ValueError, match="m must be an integer >= 1"):
+        tasks.generate_copy(_Copier(6), 0, 5, rng())
+
+
+def test_task_training_stops_at_the_target_and_says_when():
+    cfg = ModelConfig("rope", d_model=32, n_heads=2, n_layers=1, train_length=9)
+    maker = tasks.copy_maker((2, 4))
+    asked = []
+
+    def stop(model):
+        asked.append(model.training)
+        return len(asked) == 2
+
+    res = tasks.train_task(cfg, maker, steps=50, batch=4, lr=1e-3, seed=0, stop=stop,
+                           check_every=5)
+    # asked after 5 and 10 steps, in eval mode; stopped at 10 of the 50 steps
+    assert asked == [False, False] and res.steps == 10 and res.losses[-1][0] == 9
+    full = tasks.train_task(cfg, maker, steps=10, batch=4, lr=1e-3, seed=0)
+    assert full.steps == 10
+    with pytest.raises(ValueError, match="check_every must be an integer >= 1"):
+        tasks.train_task(cfg, maker, steps=5, batch=4, lr=1e-3, seed=0, stop=stop,
+                         check_every=0)
+
+
+def test_passkey_probe_hides_a_number_in_real_text_and_scores_only_its_digits(corpus):
+    from posenc.analysis.experiments import probe as P
+
+    w, k = P.passkey_text(corpus.test, 256, 0.25, 6, seed=3)
+    again, _ = P.passkey_text(corpus.test, 256, 0.25, 6, seed=3)
+    assert np.array_equal(w, again) and w.shape == (6, 256) and k == P.DIGITS
+    for row in w:
+        text = bytes(row.astype(np.uint8))
+        key = text[-(len(P.MARK) + k):]
+        assert key.startswith(P.MARK) and key[len(P.MARK):].isdigit()
+        assert text.count(P.MARK) == 2 and text.index(key) == round(0.25 * (256 - 2 * len(key)))
+    assert not np.array_equal(w, P.passkey_text(corpus.test, 256, 0.25, 6, seed=4)[0])
+
+    class Knows(torch.nn.Module):
+        """Predicts the true next byte of the probe's windows (``wrong``: digit 0 off)."""
+
+        def __init__(self, wrong=False):
+            super().__init__()
+            self.wrong, self.w = wrong, torch.nn.Parameter(torch.zeros(1))
+            self.position = None  # no table: reads any length
+
+        def forward(self, x):
+            rows = {bytes(r.astype(np.uint8))[:200]: r for r in w}
+            logits = torch.zeros(*x.shape, 256)
+            for b in range(x.shape[0]):
+                full = torch.from_numpy(rows[bytes(x[b, :200].numpy().astype(np.uint8))])
+                logits[b].scatter_(1, full[1:, None], 1.0)
+                if self.wrong:
+                    t = x.shape[1] - k
+                    logits[b, t] = 0
+                    logits[b, t, (int(full[t + 1]) + 1) % 256] = 1.0
+            return logits
+
+    got = P.passkey_scores(Knows(), corpus.test, [256], [0.25], n=6, seed=3)
+    assert got == {256: {"0.25": {"digit": 1.0, "exact": 1.0}}}
+    got = P.passkey_scores(Knows(wrong=True), corpus.test, [256], [0.25], n=6, seed=3)
+    assert got[256]["0.25"] == {"digit": pytest.approx(1 - 1 / k), "exact": 0.0}
+    with pytest.raises(ValueError, match="length must be an integer >= 33"):
+        P.passkey_text(corpus.test, 32, 0.5, 1, seed=0)
+    with pytest.raises(ValueError, match=r"depth must be in \[0, 1\]"):
+        P.passkey_text(corpus.test, 64, 1.5, 1, seed=0)
+
+
 def test_scaling_arms_are_the_papers_rules():
     sys.path.insert(0, str(ROOT))
     from experiments.run import scaling_parameters
@@ -268,18 +358,50 @@ def test_quick_run_end_to_end(tmp_path):
         for n, p in x["rope_parameters"].items():
             if x["kind"] != "ntk":
                 assert p["factor"] == pytest.approx(int(n) / L)
-    # every unit is a file of its own, with the commit and the code hash
-    from posenc.analysis.experiments.units import code_hash
+    # every unit is a file of its own, with the commit and its stage's code hash
+    from posenc.analysis.experiments.units import stage_code, stage_of
 
     files = list((tmp_path / "units").glob("*.json"))
     assert len(files) > 50
-    unit = json.loads(files[0].read_text())
-    assert unit["code"] == code_hash() and unit["commit"] == prov["commit"]
+    for f in files:
+        unit = json.loads(f.read_text())
+        assert unit["code"] == stage_code(stage_of(unit["key"]))
+        assert unit["commit"] == prov["commit"]
+    assert prov["stage_code"] == {s: stage_code(s) for s in ("lm", "finetune", "tasks", "gpu")}
+    ft = r["config"]["finetune"]
     assert {(x["arm"], x["seed"]) for x in r["finetune"]} == {
-        (a, s) for a in ("pi", "plain") for s in seeds}
+        (a, s) for a in ft["arms"] for s in seeds}
+    assert set(ft["arms"]) == {"plain", "pi", "ntk", "yarn"}
+    # a rate grid on seed 0 per arm; the other seeds at the arm's best rate
+    assert sorted((g["arm"], g["lr"]) for g in r["finetune_grid"]) == sorted(
+        (a, lr) for a in ft["arms"] for lr in ft["lrs"])
+    for x in r["finetune"]:
+        assert x["lr"] == r["finetune_rates"][x["arm"]]
+        assert (x["rope_parameters"] is None) == (x["arm"] == "plain")
+        assert set(x["probe"]) == {str(n) for n in map(int, lengths) if n >= MIN_LENGTH}
+    best = {a: min((g for g in r["finetune_grid"] if g["arm"] == a),
+                   key=lambda g: g["valid"])["lr"] for a in ft["arms"]}
+    assert best == r["finetune_rates"]
+    # the probe also reads the models not fine-tuned: RoPE and ALiBi at L, the references
+    labels = {x["label"] for x in r["probes"]}
+    assert {f"{e}-L{L}-s{s}" for e in ("rope", "alibi") for s in seeds} <= labels
+    assert {f"{e}-L{n}-s{s}" for e, n in [("rope", 2 * L), ("alibi", 2 * L)]
+            for s in r["config"]["references"]["seeds"]} <= labels
     for task in ("copy", "passkey"):
         assert {(x["encoding"], x["seed"]) for x in r[task]["runs"]} == {
             (e, s) for e in ENCODINGS for s in seeds}
+        tc = r["config"][task]
+        for x in r[task]["runs"] + r[task]["grid"]:
+            # trained to the target or the cap, checked on schedule, marked learned or not
+            assert 1 <= x["steps"] <= tc["steps"]
+            assert x["learned"] == (x["valid"] >= tc["target"])
+            assert [c[0] for c in x["checks"]] == list(
+                range(tc["check_every"], x["steps"] + 1, tc["check_every"]))
+        # the rate grid ran on seed 0 for every encoding
+        assert sorted(g["lr"] for g in r[task]["grid"]) == sorted(
+            tc["lrs"] * len(ENCODINGS))
+    free = r["copy"]["runs"][0]["test"]
+    assert all(set(v["free"]) == {"symbol", "exact"} for v in free.values() if v)
     md = (tmp_path / "results.md").read_text()
     assert prov["commit"] in md and "95 %" in md
     # a second run finds every unit done and reproduces the file's numbers

@@ -85,6 +85,112 @@ def test_code_hash_covers_the_harness_and_the_script(tmp_path):
     assert U.code_hash(tmp_path) == h2
 
 
+def test_each_stage_is_keyed_on_its_own_import_closure(tmp_path):
+    def write(rel, text):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+
+    write("experiments/stage_lm.py", "from posenc.analysis.experiments import a\n")
+    write("experiments/stage_tasks.py",
+          "def f():\n    from posenc.analysis.experiments.t import g\n")
+    write("experiments/stage_finetune.py", "import posenc.analysis.experiments.b\n")
+    write("experiments/stage_gpu.py", "from experiments.stage_lm import x\n")
+    write("posenc/analysis/experiments/a.py", "from .b import y\nfrom . import report\n")
+    write("posenc/analysis/experiments/b.py", "y = 1\n")
+    write("posenc/analysis/experiments/t.py", "from ...torch import z\n")
+    write("posenc/analysis/experiments/report.py", "r = 1\n")
+    write("posenc/analysis/experiments/units.py", "u = 1\n")
+    names = {s: [p.relative_to(tmp_path).as_posix() for p in U.stage_files(s, tmp_path)]
+             for s in U.STAGES}
+    pkg = "posenc/analysis/experiments/"
+    assert names["lm"] == ["experiments/stage_lm.py", pkg + "a.py", pkg + "b.py"]
+    # an import inside a function counts; one leaving the harness (the library) does not
+    assert names["tasks"] == ["experiments/stage_tasks.py", pkg + "t.py"]
+    assert names["finetune"] == ["experiments/stage_finetune.py", pkg + "b.py"]
+    assert names["gpu"] == ["experiments/stage_gpu.py", "experiments/stage_lm.py",
+                            pkg + "a.py", pkg + "b.py"]
+    before = {s: U.stage_code(s, tmp_path) for s in U.STAGES}
+    write("posenc/analysis/experiments/b.py", "y = 2\n")
+    after = {s: U.stage_code(s, tmp_path) for s in U.STAGES}
+    assert [s for s in U.STAGES if before[s] != after[s]] == ["lm", "finetune", "gpu"]
+    # presentation and bookkeeping modules key nothing
+    write("posenc/analysis/experiments/report.py", "r = 2\n")
+    write("posenc/analysis/experiments/units.py", "u = 2\n")
+    assert {s: U.stage_code(s, tmp_path) for s in U.STAGES} == after
+    with pytest.raises(ValueError, match="stage must be one of"):
+        U.stage_files("copy", tmp_path)
+    with pytest.raises(ValueError, match="key must start with one of"):
+        U.stage_of("bogus-rope-s0")
+    # in this repository the tasks' and the fine-tuning's code is outside the language
+    # models' key, and the training loop they share is inside every key
+    real = {s: {p.relative_to(ROOT).as_posix() for p in U.stage_files(s)} for s in U.STAGES}
+    assert not real["lm"] & {"experiments/stage_tasks.py", "experiments/stage_finetune.py",
+                             pkg + "tasks.py", pkg + "stacked.py", "experiments/run.py"}
+    assert all(pkg + "train.py" in files for files in real.values())
+    assert pkg + "tasks.py" in real["tasks"] and pkg + "stacked.py" in real["gpu"]
+
+
+def _age(units_dir: Path, cache: Path, old: str, seeds) -> dict:
+    """Rewrite a run's units as an older layout would have stored them (the seed list in
+    every unit's parameters) under code hash ``old``; returns the new digest of each
+    unit by its old one."""
+    back: dict[str, str] = {}
+    units = [json.loads(p.read_text()) for p in sorted(units_dir.glob("*.json"))]
+    units.sort(key=lambda u: isinstance(u["params"].get("model"), str))
+    moved = {}
+    for u in units:
+        params = {**u["params"], "seeds": seeds}
+        if isinstance(params.get("model"), str):
+            params["model"] = moved[params["model"]]
+        new = {**u, "params": params, "code": old, "digest": U.digest(params, old)}
+        moved[u["digest"]] = new["digest"]
+        back[new["digest"]] = u["digest"]
+        (units_dir / f"{u['key']}.json").write_text(json.dumps(new))
+        for w in cache.glob(f"{u['key']}-{u['digest']}.pt"):
+            w.rename(cache / f"{u['key']}-{new['digest']}.pt")
+    return back
+
+
+def test_rekey_carries_units_across_a_layout_change_only_if_a_rerun_agrees(tmp_path):
+    out = tmp_path / "run"
+    subprocess.run([*RUN, "--quick", "--no-progress", "--out", str(out)], cwd=ROOT,
+                   check=True, capture_output=True, timeout=900)
+    units, cache = out / "units", out / ".cache"
+    fresh = {p.name: json.loads(p.read_text()) for p in units.glob("*.json")}
+    seeds = json.loads((out / "results.json").read_text())["config"]["seeds"]
+    _age(units, cache, "0ld0ld0ld0ld", seeds)
+    aged = {p.name: p.read_text() for p in units.glob("*.json")}
+    rekey = [sys.executable, str(ROOT / "experiments" / "rekey.py"), "--from", "0ld0ld0ld0ld",
+             "--tier", "quick", "--units", str(units), "--cache", str(cache)]
+    # stored results the current code does not reproduce (by 1e-9): nothing is re-keyed
+    grid = [n for n in aged if n.startswith("lmgrid-")]
+    for name in grid:
+        bad = json.loads(aged[name])
+        bad["valid"] += 1e-9
+        (units / name).write_text(json.dumps(bad))
+    proc = subprocess.run(rekey, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "differing" in proc.stdout and "'valid'" in proc.stdout
+    assert {p.name: p.read_text() for p in units.glob("*.json") if p.name not in grid} == {
+        n: t for n, t in aged.items() if n not in grid}
+    # the real stored results: re-keyed back to exactly what the current code writes
+    for name in grid:
+        (units / name).write_text(aged[name])
+    proc = subprocess.run(rekey, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    for fname, unit in fresh.items():
+        got = json.loads((units / fname).read_text())
+        assert got["rekeyed"]["from_code"] == "0ld0ld0ld0ld" and got["rekeyed"]["checked"]
+        assert {k: v for k, v in got.items() if k != "rekeyed"} == unit
+    weights = {p.name for p in cache.glob("*.pt")}
+    assert weights and weights <= {f"{u['key']}-{u['digest']}.pt" for u in fresh.values()}
+    # and a run of the current code finds every unit done
+    proc = subprocess.run([*RUN, "--quick", "--no-progress", "--out", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0 and ": " not in "".join(
+        line for line in proc.stdout.splitlines() if line.startswith("  ")), proc.stdout
+
+
 def test_unit_store_keys_on_parameters_and_code_and_survives_a_torn_line(tmp_path):
     store = U.UnitStore(tmp_path / "a", jsonl=True, code="c1")
     u = store.put("lm-rope-s0", {"lr": 1e-3}, {"loss": 1.5})
@@ -402,6 +508,18 @@ def test_paired_t_pvalue_and_bootstrap():
         stats.bootstrap([[1.0, 2.0]])
     with pytest.raises(ValueError, match="n_boot must be an integer >= 100"):
         stats.bootstrap(null, n_boot=10)
+    # chunks that share a file share its offset: resampling files (not chunks) widens the
+    # interval, as it should; one chunk per file gives the chunk bootstrap's width
+    files = np.repeat(np.arange(10), 5)
+    shared = null + rng.normal(0.0, 2.0, size=10)[files][None, :]
+    by_chunk = stats.bootstrap(shared)
+    by_file = stats.bootstrap(shared, groups=files)
+    assert by_file["n_groups"] == 10 and by_chunk["n_groups"] == 50
+    assert (by_file["hi"] - by_file["lo"]) > 1.8 * (by_chunk["hi"] - by_chunk["lo"])
+    alone = stats.bootstrap(null, groups=np.arange(50))
+    assert alone["hi"] - alone["lo"] == pytest.approx(b["hi"] - b["lo"], rel=0.2)
+    with pytest.raises(ValueError, match="groups must have one label per chunk"):
+        stats.bootstrap(null, groups=files[:10])
 
 
 def test_vmap_check_catches_mixed_seeds_and_errors(corpus, monkeypatch):

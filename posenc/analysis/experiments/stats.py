@@ -154,7 +154,8 @@ def wilson(k: int, n: int, level: float = 0.95) -> dict:
             "n": n}
 
 
-def bootstrap(values, *, n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> dict:
+def bootstrap(values, *, n_boot: int = 2000, level: float = 0.95, seed: int = 0,
+              groups=None) -> dict:
     """A percentile bootstrap interval of the mean over seeds and chunks (two levels).
 
     ``values`` is a ``(seeds, chunks)`` array (a per-chunk loss of each seed, or a per-chunk
@@ -162,6 +163,10 @@ def bootstrap(values, *, n_boot: int = 2000, level: float = 0.95, seed: int = 0)
     then chunks (the text) with replacement, and takes the mean; so the interval counts both
     the spread between trained models and the spread between evaluation texts.  ``"p"`` is
     the two-sided bootstrap p-value of the mean being zero (twice the smaller tail share).
+
+    ``groups`` (one label per chunk: the file each chunk comes from) resamples whole
+    groups instead of single chunks, since chunks of one file are not independent: a
+    replicate draws files with replacement and keeps every chunk of each file drawn.
 
     >>> import numpy as np
     >>> x = np.random.default_rng(1).normal(0.5, 0.1, size=(5, 40))
@@ -184,10 +189,22 @@ def bootstrap(values, *, n_boot: int = 2000, level: float = 0.95, seed: int = 0)
     rng = np.random.default_rng(seed)
     s, c = x.shape
     rows = rng.integers(0, s, size=(n_boot, s))
-    cols = rng.integers(0, c, size=(n_boot, c))
+    if groups is None:
+        cols = list(rng.integers(0, c, size=(n_boot, c)))
+        n_groups = c
+    else:
+        g = np.asarray(groups)
+        if g.shape != (c,):
+            raise ValueError(f"groups must have one label per chunk ({c}), got shape "
+                             f"{g.shape}")
+        labels = np.unique(g)
+        members = [np.flatnonzero(g == lab) for lab in labels]
+        n_groups = labels.size
+        cols = [np.concatenate([members[i] for i in pick])
+                for pick in rng.integers(0, n_groups, size=(n_boot, n_groups))]
     means = np.array([x[r][:, k].mean() for r, k in zip(rows, cols, strict=True)])
     alpha = (1 - level) / 2
     lo, hi = np.quantile(means, [alpha, 1 - alpha])
     p = min(1.0, 2 * min((means <= 0).mean(), (means >= 0).mean()))
     return {"mean": float(x.mean()), "lo": float(lo), "hi": float(hi), "p": float(p),
-            "n_seeds": s, "n_chunks": c, "n_boot": n_boot}
+            "n_seeds": s, "n_chunks": c, "n_groups": int(n_groups), "n_boot": n_boot}

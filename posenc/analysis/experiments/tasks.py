@@ -16,14 +16,21 @@ depths.
 
 Both are scored teacher-forced: *per-symbol accuracy* (greedy prediction of each scored
 token given the true prefix) and *exact match* (every scored token of a sequence right).
+Copy is also scored *free-running* (:func:`generate_copy`): the model writes the whole
+second copy from ``[BOS] x [SEP]`` alone, each token after its own earlier guesses, as it
+would be used.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import torch
+
+from .models import ModelConfig, TinyDecoder, sequence_loss
+from .train import TrainResult, can_read, train
 
 SYMBOLS = 200  # token ids 0..199 are symbols; 250..255 are reserved markers
 KEY_LEN = 4
@@ -119,3 +126,91 @@ def score(model, make_batch, n: int, batch: int = 32) -> dict:
 
 def _device(model) -> torch.device:
     return next(model.parameters()).device
+
+
+def train_task(cfg: ModelConfig, make_batch: Callable[[int, np.random.Generator], tuple],
+               *, steps: int, batch: int, lr: float, seed: int, progress: bool = False,
+               log_every: int = 10, device: str = "cpu", desc: str = "task",
+               stop: Callable[[TinyDecoder], bool] | None = None,
+               check_every: int = 100) -> TrainResult:
+    """Train on a synthetic task: ``make_batch(batch, rng)`` gives ``(tokens, scored)``.
+    ``stop(model)``, where given, is asked every ``check_every`` steps and ends training
+    when true (for example: in-distribution accuracy reached; see :func:`train`)."""
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    model = TinyDecoder(cfg).to(device)
+
+    def batch_fn(_step):
+        seq, scored = make_batch(batch, rng)
+        return sequence_loss(model, seq.to(device), scored.to(device))
+
+    return train(model, batch_fn, steps=steps, lr=lr, desc=f"{desc} {cfg.encoding} s{seed}",
+                 progress=progress, log_every=log_every, check_every=check_every,
+                 stop=None if stop is None else (lambda _steps: stop(model)))
+
+
+@torch.no_grad()
+def generate_copy(model, m: int, n: int, rng: np.random.Generator, batch: int = 32) -> dict:
+    """Free-running copy of ``n`` strings of length ``m``: from ``[BOS] x [SEP]`` the model
+    writes ``m`` tokens greedily, each after its own earlier output.  Returns
+    ``{"symbol": share of written tokens equal to the string's, "exact": share of strings
+    written entirely right}``."""
+    _check_positive("m", m)
+    _check_positive("n", n)
+    right = exact = 0
+    dev = _device(model)
+    for start in range(0, n, batch):
+        seq, _ = copy_batch(min(batch, n - start), m, rng)
+        seq = seq.to(dev)
+        out = seq[:, :m + 2]
+        for _ in range(m):
+            nxt = model(out)[:, -1].argmax(-1, keepdim=True)
+            out = torch.cat([out, nxt], dim=1)
+        hit = out[:, m + 2:] == seq[:, 1:m + 1]
+        right += int(hit.sum())
+        exact += int(hit.all(1).sum())
+    return {"symbol": right / (n * m), "exact": exact / n}
+
+
+def copy_maker(m) -> Callable:
+    return lambda b, rng: copy_batch(b, m, rng)
+
+
+def passkey_maker(total, depth=None) -> Callable:
+    return lambda b, rng: passkey_batch(b, total, depth, rng)
+
+
+def eval_copy(model: TinyDecoder, ms: Sequence[int], *, n: int, seed: int,
+              free: bool = False) -> dict:
+    """Copy scores for each string length ``m`` (``None`` where the model cannot read the
+    sequence).  The strings depend on ``seed`` and ``m`` only: the same for every model.
+    With ``free``, each also has ``"free"``: the free-running scores on the same strings
+    (:func:`generate_copy`)."""
+    out: dict[int, dict | None] = {}
+    for m in ms:
+        if not can_read(model, 2 * int(m) + 1):
+            out[int(m)] = None
+            continue
+        rng = np.random.default_rng(10_000 + 1000 * seed + int(m))
+        out[int(m)] = score(model, lambda b, rng=rng, m=m: copy_batch(b, int(m), rng), n)
+        if free:
+            rng = np.random.default_rng(10_000 + 1000 * seed + int(m))
+            out[int(m)]["free"] = generate_copy(model, int(m), n, rng)
+    return out
+
+
+def eval_passkey(model: TinyDecoder, totals: Sequence[int], depths: Sequence[float], *,
+                 n: int, seed: int) -> dict:
+    """Passkey scores ``{total: {depth: scores}}`` (``None`` where the model cannot read)."""
+    out: dict[int, dict | None] = {}
+    for total in totals:
+        if not can_read(model, int(total) - 1):
+            out[int(total)] = None
+            continue
+        by_depth: dict[str, dict] = {}
+        for j, depth in enumerate(depths):
+            rng = np.random.default_rng(20_000 + 1000 * seed + 10 * int(total) + j)
+            by_depth[str(depth)] = score(
+                model, lambda b, rng=rng, t=total, d=depth: passkey_batch(b, int(t), d, rng), n)
+        out[int(total)] = by_depth
+    return out

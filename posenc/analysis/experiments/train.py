@@ -20,7 +20,6 @@ from torch.nn import functional as F
 from ...torch.relative import LearnedPositionalEmbedding
 from .corpus import EvalChunks, Split, lm_batch
 from .models import ModelConfig, TinyDecoder, sequence_loss
-from .tasks import copy_batch, passkey_batch, score
 
 
 @dataclass
@@ -30,6 +29,7 @@ class TrainResult:
     model: TinyDecoder
     losses: list = field(default_factory=list)  # (step, training loss)
     seconds: float = 0.0
+    steps: int = 0  # the steps taken (fewer than asked where ``stop`` ended training)
 
 
 def _progress(total, desc, enabled):
@@ -50,13 +50,20 @@ def _schedule(step: int, steps: int, warmup: int) -> float:
 
 def train(model: TinyDecoder, batch_fn: Callable[[int], torch.Tensor], *, steps: int,
           lr: float, desc: str = "", progress: bool = False, log_every: int = 10,
-          warmup: int | None = None) -> TrainResult:
+          warmup: int | None = None, stop: Callable[[int], bool] | None = None,
+          check_every: int = 100) -> TrainResult:
     """AdamW (weight decay 0.01, betas 0.9/0.98, gradient clipping at 1) with warm-up and
-    cosine decay; ``batch_fn(step)`` returns the loss of one batch."""
+    cosine decay; ``batch_fn(step)`` returns the loss of one batch.
+
+    ``stop(steps_taken)``, where given, is asked after every ``check_every`` steps; when it
+    returns true, training ends there (the schedule stays the one of ``steps``, so a run
+    that stops early is the same run as one that goes on, cut short)."""
     if not (isinstance(steps, int) and steps >= 1):
         raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
         raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
+    if not (isinstance(check_every, int) and check_every >= 1):
+        raise ValueError(f"check_every must be an integer >= 1, got {check_every!r}")
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
     warmup = warmup if warmup is not None else max(1, steps // 10)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _schedule(s, steps, warmup))
@@ -74,10 +81,18 @@ def train(model: TinyDecoder, batch_fn: Callable[[int], torch.Tensor], *, steps:
         if bar is not None:
             bar.update(1)
             bar.set_postfix(loss=f"{loss.detach().item():.3f}", refresh=False)
+        if stop is not None and (step + 1) % check_every == 0:
+            model.eval()
+            done = stop(step + 1)
+            model.train()
+            if done:
+                if losses[-1][0] != step:
+                    losses.append((step, loss.detach().item()))
+                break
     if bar is not None:
         bar.close()
     model.eval()
-    return TrainResult(model, losses, time.perf_counter() - start)
+    return TrainResult(model, losses, time.perf_counter() - start, step + 1)
 
 
 def _device(model) -> torch.device:
@@ -165,55 +180,3 @@ def summarise(per: torch.Tensor, chunks: EvalChunks, bucket: int,
         res["far_chunks"] = [[round(float(a), 4), int(c)]
                              for a, c in zip(sums, counts, strict=True)]
     return res
-
-
-def train_task(cfg: ModelConfig, make_batch: Callable[[int, np.random.Generator], tuple],
-               *, steps: int, batch: int, lr: float, seed: int, progress: bool = False,
-               log_every: int = 10, device: str = "cpu", desc: str = "task") -> TrainResult:
-    """Train on a synthetic task: ``make_batch(batch, rng)`` gives ``(tokens, scored)``."""
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    model = TinyDecoder(cfg).to(device)
-
-    def batch_fn(_step):
-        seq, scored = make_batch(batch, rng)
-        return sequence_loss(model, seq.to(device), scored.to(device))
-
-    return train(model, batch_fn, steps=steps, lr=lr, desc=f"{desc} {cfg.encoding} s{seed}",
-                 progress=progress, log_every=log_every)
-
-
-def copy_maker(m) -> Callable:
-    return lambda b, rng: copy_batch(b, m, rng)
-
-
-def passkey_maker(total, depth=None) -> Callable:
-    return lambda b, rng: passkey_batch(b, total, depth, rng)
-
-
-def eval_copy(model: TinyDecoder, ms: Sequence[int], *, n: int, seed: int) -> dict:
-    """Copy scores for each string length ``m`` (``None`` where the model cannot read the
-    sequence).  The strings depend on ``seed`` and ``m`` only: the same for every model."""
-    out: dict[int, dict | None] = {}
-    for m in ms:
-        rng = np.random.default_rng(10_000 + 1000 * seed + int(m))
-        out[int(m)] = (score(model, lambda b, rng=rng, m=m: copy_batch(b, int(m), rng), n)
-                       if can_read(model, 2 * int(m) + 1) else None)
-    return out
-
-
-def eval_passkey(model: TinyDecoder, totals: Sequence[int], depths: Sequence[float], *,
-                 n: int, seed: int) -> dict:
-    """Passkey scores ``{total: {depth: scores}}`` (``None`` where the model cannot read)."""
-    out: dict[int, dict | None] = {}
-    for total in totals:
-        if not can_read(model, int(total) - 1):
-            out[int(total)] = None
-            continue
-        by_depth: dict[str, dict] = {}
-        for j, depth in enumerate(depths):
-            rng = np.random.default_rng(20_000 + 1000 * seed + 10 * int(total) + j)
-            by_depth[str(depth)] = score(
-                model, lambda b, rng=rng, t=total, d=depth: passkey_batch(b, int(t), d, rng), n)
-        out[int(total)] = by_depth
-    return out

@@ -4,9 +4,18 @@ A *unit* is one finished piece of the protocol (a trained model's losses, one sc
 evaluation, ...).  Its result is stored with
 
 * ``key``: its name (``lm-rope-s0``),
-* ``digest``: a hash of the parameters it depends on and of the code (:func:`code_hash`):
-  a change to either makes it stale, so a code change can never silently reuse it,
+* ``digest``: a hash of the parameters it depends on and of its stage's code
+  (:func:`stage_code`): a change to either makes it stale, so a code change can never
+  silently reuse it,
 * ``commit``, ``dirty`` and ``code``: the commit and code hash that produced it.
+
+Each stage of the protocol (:data:`STAGES`: the language models and everything evaluated
+on them, the fine-tuning, the synthetic tasks, the GPU tier) is keyed on the files of its
+own import closure inside the harness (:func:`stage_files`), so a change to the tasks'
+protocol leaves the trained language models valid, while a change to the training loop
+they share makes every unit that ran it stale.  ``experiments/rekey.py`` carries units
+across a change that moves code without changing what it computes, and only after
+re-running a sample of them bit for bit.
 
 :class:`UnitStore` reads units from any number of folders (one ``<key>.json`` per unit, or
 ``*.jsonl`` files with one unit per line, as a run on a lent machine writes them so that
@@ -19,6 +28,7 @@ committed files instead of training again.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -32,6 +42,93 @@ ROOT = Path(__file__).resolve().parents[3]
 
 #: the harness's presentation modules: they read stored units and never decide a number
 PRESENTATION = frozenset({"report.py", "stats.py", "markdown.py"})
+
+
+#: bookkeeping modules: where a unit is stored, not what it contains
+INFRA = frozenset({"units.py", "__init__.py"})
+
+#: each stage's entry module; a unit's stage is :func:`stage_of` its key
+STAGES = {"lm": "experiments/stage_lm.py", "finetune": "experiments/stage_finetune.py",
+          "tasks": "experiments/stage_tasks.py", "gpu": "experiments/stage_gpu.py"}
+
+#: the stage of each unit kind (the key's first dash-separated word)
+UNIT_STAGE = {"lmgrid": "lm", "lm": "lm", "lmedge": "lm", "test": "lm", "budget": "lm",
+              "ref": "lm", "abl": "lm", "scale": "lm", "scalematched": "lm",
+              "finetune": "finetune", "finetunegrid": "finetune", "probe": "finetune",
+              "copy": "tasks", "copygrid": "tasks",
+              "passkey": "tasks", "passkeygrid": "tasks"}
+
+
+def stage_of(key: str) -> str:
+    """The stage a CPU-tier unit belongs to, from its key.
+
+    >>> stage_of("test-lmgrid-rope-lr0.01-x7.07"), stage_of("copygrid-rope-lr0.001")
+    ('lm', 'tasks')
+    """
+    kind = key.split("-")[0]
+    if kind not in UNIT_STAGE:
+        raise ValueError(f"key must start with one of {sorted(UNIT_STAGE)}, got {key!r}")
+    return UNIT_STAGE[kind]
+
+
+def _in_scope(path: Path, root: Path) -> bool:
+    rel = path.relative_to(root).as_posix()
+    return (path.is_file() and path.name not in INFRA | PRESENTATION
+            and rel.startswith(("posenc/analysis/experiments/", "experiments/")))
+
+
+def _imports(path: Path, root: Path) -> set[Path]:
+    """The harness and script files ``path`` imports (anywhere in it, function bodies
+    included), resolved against ``root``."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    pkg = path.relative_to(root).parent.parts
+    found: set[Path] = set()
+
+    def add(parts) -> None:
+        cand = root.joinpath(*parts).with_suffix(".py") if parts else None
+        if cand is not None and _in_scope(cand, root):
+            found.add(cand)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                add(a.name.split("."))
+        elif isinstance(node, ast.ImportFrom):
+            base = list(pkg[:len(pkg) - (node.level - 1)]) if node.level else []
+            mod = base + (node.module.split(".") if node.module else [])
+            add(mod)
+            for a in node.names:  # ``from package import module``
+                add(mod + [a.name])
+    return found
+
+
+def stage_files(stage: str, root: Path = ROOT) -> list[Path]:
+    """The files a stage's units depend on: its entry module (:data:`STAGES`) and every
+    harness or script module it imports, directly or not (less :data:`PRESENTATION` and
+    :data:`INFRA`).  The library outside the harness (``posenc.torch`` and the rest) is
+    not part of it: its own tests pin what it computes."""
+    if stage not in STAGES:
+        raise ValueError(f"stage must be one of {sorted(STAGES)}, got {stage!r}")
+    todo, seen = [root / STAGES[stage]], set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        todo += sorted(_imports(p, root) - seen)
+    return sorted(seen)
+
+
+def stage_code(stage: str, root: Path = ROOT) -> str:
+    """SHA-256 (12 hex digits) of :func:`stage_files`' paths and bytes."""
+    return _hash(stage_files(stage, root), root)
+
+
+def _hash(files, root: Path) -> str:
+    h = hashlib.sha256()
+    for p in files:
+        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
 
 
 def code_files(root: Path = ROOT) -> list[Path]:
@@ -50,10 +147,7 @@ def code_hash(root: Path = ROOT) -> str:
     >>> len(code_hash()) == 12
     True
     """
-    h = hashlib.sha256()
-    for p in code_files(root):
-        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
-    return h.hexdigest()[:12]
+    return _hash(code_files(root), root)
 
 
 def git_commit(root: Path = ROOT) -> tuple[str | None, bool | None]:
@@ -128,18 +222,21 @@ class UnitStore:
                 if isinstance(u, dict) and "key" in u and "digest" in u:
                     self.units[u["key"] + "@" + u["digest"]] = u
 
-    def digest(self, params: dict) -> str:
-        return digest(params, self.code)
+    def digest(self, params: dict, code: str | None = None) -> str:
+        """The digest of ``params`` under ``code`` (the store's own code hash by default;
+        the CPU tier passes each unit's :func:`stage_code`)."""
+        return digest(params, code or self.code)
 
-    def get(self, key: str, params: dict) -> dict | None:
+    def get(self, key: str, params: dict, code: str | None = None) -> dict | None:
         """The stored unit ``key`` for these parameters and this code, or ``None``."""
-        return self.units.get(key + "@" + self.digest(params))
+        return self.units.get(key + "@" + self.digest(params, code))
 
-    def put(self, key: str, params: dict, result: dict) -> dict:
+    def put(self, key: str, params: dict, result: dict, code: str | None = None) -> dict:
         """Store a finished unit now; returns it as read back (string keys, like a cached
         unit's)."""
-        unit = {"key": key, "digest": self.digest(params), "params": params,
-                "code": self.code, "commit": self.commit, "dirty": self.dirty, **result}
+        code = code or self.code
+        unit = {"key": key, "digest": self.digest(params, code), "params": params,
+                "code": code, "commit": self.commit, "dirty": self.dirty, **result}
         text = json.dumps(unit)
         self.write_dir.mkdir(parents=True, exist_ok=True)
         if self.jsonl:

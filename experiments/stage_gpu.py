@@ -1,0 +1,314 @@
+"""The GPU tier's plan: one device call, units in priority order inside a time budget."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from posenc.analysis.experiments import corpus as C
+from posenc.analysis.experiments.models import ENCODINGS, ModelConfig
+from posenc.analysis.experiments.rules import matched_kinds, scaling_parameters
+from posenc.analysis.experiments.units import UnitStore
+
+
+class GpuPlan:
+    """The protocol for one call on a lent accelerator (``--tier gpu``).
+
+    Units run in priority order, each configuration's seeds trained together
+    (:mod:`posenc.analysis.experiments.stacked`), and every finished unit is appended to
+    the unit store at once, so a call cut short keeps all it finished.  A unit is started
+    only when its estimated time (steps times the measured step time, plus its
+    evaluation) fits what is left of the budget, and training stops at the budget's
+    deadline (the unit is then dropped, never kept half-trained).
+
+    1. every encoding's language model at the training length, ``first_seeds``;
+    2. RoPE scaling applied to those models without training: every rule with one factor
+       for all lengths (``fixed``) and with ``s = n / L`` per length (``matched``);
+    3. reference models trained at longer lengths (the same bytes per step), to measure
+       what longer context is worth on these targets;
+    4. the other seeds of every encoding.
+
+    The steps of every language model are the same: ``--steps``, or, with a budget and no
+    ``--steps``, as many (a multiple of 50 in ``[min_steps, max_steps]``) as let priority 1
+    take ``first_share`` of the budget at the step times measured at the start.
+    """
+
+    def __init__(self, config: dict, corpus: C.Corpus, store: UnitStore, *, device: str,
+                 budget, steps: int | None, log=print, use_vmap: bool = True):
+        from posenc.analysis.experiments import stacked as S
+
+        self.S = S
+        self.config, self.corpus, self.store, self.device = config, corpus, store, device
+        self.budget, self.log = budget, log
+        self.plan = config["plan"]
+        lm = config["lm"]
+        self.L = lm["train_length"]
+        self.lengths = [self.L * f for f in lm["eval_factors"]]
+        self.chunks = C.eval_chunks(corpus.test, max_length=max(self.lengths),
+                                    target=lm["target"], n_chunks=lm["n_chunks"])
+        self.valid_chunks = C.eval_chunks(corpus.valid, max_length=self.L,
+                                          target=lm["target"], n_chunks=lm["valid_chunks"])
+        self.far = C.far_identifier_mask(corpus.test)
+        self.bf16 = bool(self.plan["bf16"]) and device != "cpu"
+        self.use_vmap = use_vmap
+        self.step_time: dict[tuple[str, int, int], float] = {}
+        self.first: list[int] = list(self.plan["first_seeds"])
+        self.eval_time = 0.0
+        self.steps = steps
+        self.vmap_ok: dict[str, bool] = {}
+        self.keys: list[tuple[str, dict]] = []  # every unit of the plan, in order
+        self.skipped: list[str] = []
+        self.errors: list[dict] = []
+        self.after_group = None
+
+    # -- pieces ----------------------------------------------------------------------------
+
+    def cfg(self, enc: str, length: int | None = None) -> ModelConfig:
+        return ModelConfig(enc, train_length=length or self.L,
+                           embed_scale=float(self.plan["embed_scale"][enc]),
+                           **self.config["model"])
+
+    def batch(self, length: int) -> int:
+        """The batch at ``length``: the same bytes per step as at the training length."""
+        return max(1, self.config["lm"]["batch"] * self.L // length)
+
+    def vmap_for(self, enc: str) -> bool:
+        """Whether ``enc`` trains under vmap: asked for, and checked once on this device
+        against the per-seed loop (:func:`~posenc.analysis.experiments.stacked.vmap_agrees`)."""
+        if not self.use_vmap or enc in self.plan["vmap_off"]:
+            return False
+        if enc not in self.vmap_ok:
+            stack = self.S.build(self.cfg(enc), self.plan["first_seeds"][:2], self.device)
+            ok, why = self.S.vmap_agrees(stack, self.corpus.train, batch=4, bf16=self.bf16)
+            self.vmap_ok[enc] = ok
+            if not ok:
+                self.log(f"  {enc}: vmap does not agree with the per-seed loop here, looping "
+                         f"({why})")
+        return self.vmap_ok[enc]
+
+    def choose_steps(self) -> int:
+        p = self.plan
+        if self.steps is not None:
+            return self.steps
+        per_step = sum(self.measure(e, self.L, self.first) for e in ENCODINGS)
+        left = self.budget.left()
+        if left == float("inf"):
+            return int(p["max_steps"])
+        room = p["first_share"] * left - len(ENCODINGS) * max(self.eval_time, 3.0)
+        steps = int(room / per_step // 50 * 50)
+        return max(int(p["min_steps"]), min(int(p["max_steps"]), steps))
+
+    def lm_params(self, enc: str, length: int, seed: int, steps: int) -> dict:
+        lm = self.config["lm"]
+        return {"model": self.config["model"], "encoding": enc, "train_length": length,
+                "seed": seed, "steps": steps, "batch": self.batch(length),
+                "lr": self.plan["lr"], "embed_scale": float(self.plan["embed_scale"][enc]),
+                "eval": {"lengths": [n for n in self.lengths if n >= length],
+                         "n_chunks": lm["n_chunks"], "target": lm["target"],
+                         "bucket": lm["bucket"], "valid_chunks": lm["valid_chunks"],
+                         "far": [C.FAR_GAP, C.FAR_MIN_LEN]},
+                "bf16": self.bf16}
+
+    def _fits(self, name: str, estimate: float) -> bool:
+        if self.budget.fits(estimate):
+            return True
+        self.skipped.append(name)
+        self.log(f"  skip {name}: needs about {estimate:.0f} s, {self.budget.left():.0f} s "
+                 "left")
+        return False
+
+    def lm_group(self, enc: str, length: int, seeds, steps: int, *, keep: bool = False):
+        """Train ``seeds`` of one encoding at ``length`` together, evaluate, store."""
+        keys = [(f"lm-{enc}-L{length}-s{s}", self.lm_params(enc, length, s, steps))
+                for s in seeds]
+        self.keys += keys
+        if all(self.store.get(k, p) is not None for k, p in keys) and not keep:
+            return None
+        name = f"lm-{enc}-L{length}-s{','.join(map(str, seeds))}"
+        if not self._fits(name, steps * min(self.step_time.values(), default=0.0)):
+            return None  # no time left even at the fastest step measured: do not measure
+        t_step = self.measure(enc, length, seeds)
+        if not self._fits(name, steps * t_step + self.eval_time + 1.0):
+            return None
+        cfg = self.cfg(enc, length)
+        stack = self.S.build(cfg, seeds, self.device)
+        t0 = time.perf_counter()
+        try:
+            self.S.train_lm(stack, self.corpus.train, steps=steps, batch=self.batch(length),
+                            lr=self.plan["lr"], length=length, bf16=self.bf16,
+                            deadline=self.budget.deadline(), use_vmap=self.vmap_for(enc))
+        except TimeoutError as e:
+            self.skipped.append(name)
+            self.log(f"  {name}: stopped, {e}")
+            return None
+        train_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        lengths = [n for n in self.lengths if n >= length]
+        test = self.evaluate(enc, stack, self.corpus.test, self.chunks, lengths, self.far)
+        # validation (for tuning) at the training length of the main models
+        valid = self.evaluate(enc, stack, self.corpus.valid, self.valid_chunks, [self.L],
+                              None)
+        eval_s = time.perf_counter() - t0
+        self.eval_time = max(self.eval_time, eval_s)
+        for i, (key, params) in enumerate(keys):
+            self.store.put(key, params, {
+                "encoding": enc, "seed": seeds[i], "train_length": length, "steps": steps,
+                "losses": [(st, ls[i]) for st, ls in stack.losses],
+                "train_seconds": train_s, "eval_seconds": eval_s, "stacked": len(seeds),
+                "vmap": self.vmap_for(enc), "valid": valid[i][self.L]["target"],
+                "test": test[i]})
+        self.log(f"  {name}: {steps} steps in {train_s:.0f} s ({1000 * train_s / steps:.1f} "
+                 f"ms/step), evaluated in {eval_s:.0f} s; loss at {length}: "
+                 + ", ".join(f"{t[length]['target']:.3f}" for t in test))
+        return stack
+
+    def evaluate(self, enc: str, stack, split, chunks, lengths, far) -> list[dict]:
+        """The stack's losses; under vmap where the training check passed, and if vmap
+        fails at some length (another attention kernel may serve long inputs), again with
+        the per-seed loop."""
+        kw = dict(bucket=self.config["lm"]["bucket"], far=far, bf16=self.bf16)
+        if self.vmap_for(enc):
+            try:
+                return self.S.eval_lm(stack, split, chunks, lengths, use_vmap=True, **kw)
+            except (RuntimeError, ValueError) as e:
+                self.log(f"  {enc}: evaluation under vmap failed ({str(e)[:300]}); looping")
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+        return self.S.eval_lm(stack, split, chunks, lengths, use_vmap=False, **kw)
+
+    def scaling_arms(self) -> list[tuple[str, str]]:
+        types = self.config["scaling"]["types"]
+        return ([(k, "fixed") for k in types]
+                + [(k, "matched") for k in matched_kinds(types)])
+
+    def scaling(self, stack, seeds, steps: int) -> None:
+        """Priority 2: every scaling rule on the RoPE models, fixed and matched factors."""
+        sc = self.config["scaling"]
+        cfg = self.cfg("rope")
+        head = cfg.d_model // cfg.n_heads
+        base_params = self.lm_params("rope", self.L, 0, steps)
+        for kind, mode in self.scaling_arms():
+            keys = [(f"scale-{kind}-{mode}-s{s}",
+                     {**base_params, "seed": s, "kind": kind, "mode": mode,
+                      "factor": sc["factor"] if mode == "fixed" else "n/L"}) for s in seeds]
+            self.keys += keys
+            if all(self.store.get(k, p) is not None for k, p in keys):
+                continue
+            if stack is None:
+                stack = self.lm_group("rope", self.L, seeds, steps, keep=True)
+                if stack is None:
+                    return
+            if not self._fits(f"scale-{kind}-{mode}", self.eval_time + 1.0):
+                return
+            t0 = time.perf_counter()
+            test: list[dict] = [{} for _ in seeds]
+            used = {}
+            lengths = self.lengths if mode == "fixed" else [n for n in self.lengths
+                                                             if n > self.L]
+            for n in lengths:
+                s_n = sc["factor"] if mode == "fixed" else n / self.L
+                params = scaling_parameters(kind, s_n, self.L, head, cfg.rope_base)
+                used[str(n)] = params
+                self.S.set_rope(stack, params)
+                res = self.evaluate("rope", stack, self.corpus.test, self.chunks, [n],
+                                    self.far)
+                for i in range(len(seeds)):
+                    test[i].update(res[i])
+            self.S.set_rope(stack, None)
+            sec = time.perf_counter() - t0
+            for i, (key, params) in enumerate(keys):
+                self.store.put(key, params, {"kind": kind, "mode": mode, "seed": seeds[i],
+                                             "rope_parameters": used, "test": test[i],
+                                             "eval_seconds": sec})
+            self.log(f"  scale {kind} {mode}: {sec:.0f} s; at {max(lengths)}: "
+                     + ", ".join(f"{t[max(lengths)]['target']:.3f}" for t in test))
+
+    def seeds_for_first(self) -> tuple[list[int], list[int]]:
+        """``first_seeds`` and ``more_seeds``; all of them at once where stacking them all
+        costs under ``merge_below`` times the step of ``first_seeds`` alone (measured on
+        RoPE): on a device that small models leave idle, more seeds are nearly free."""
+        p = self.plan
+        first, more = list(p["first_seeds"]), list(p["more_seeds"])
+        limit = p.get("merge_below")
+        if more and limit:
+            t_first = self.measure("rope", self.L, first)
+            t_all = self.measure("rope", self.L, first + more)
+            if t_all < limit * t_first:
+                self.log(f"  all {len(first + more)} seeds at once: {1000 * t_all:.1f} ms per "
+                         f"step against {1000 * t_first:.1f} ms for {len(first)}")
+                return first + more, []
+        return first, more
+
+    def measure(self, enc: str, length: int, seeds) -> float:
+        """Seconds per training step of ``seeds`` stacked (after two warm-up steps)."""
+        key = (enc, length, len(seeds))
+        if key not in self.step_time:
+            stack = self.S.build(self.cfg(enc, length), seeds, self.device)
+            kw = dict(batch=self.batch(length), lr=1e-4, length=length, bf16=self.bf16,
+                      use_vmap=self.vmap_for(enc))
+            self.S.train_lm(stack, self.corpus.train, steps=2, **kw)  # type: ignore[arg-type]
+            t0 = time.perf_counter()
+            self.S.train_lm(stack, self.corpus.train, steps=3, **kw)  # type: ignore[arg-type]
+            self.step_time[key] = (time.perf_counter() - t0) / 3
+            self.log(f"  step time {enc} at {length}, {len(seeds)} seeds: "
+                     f"{1000 * self.step_time[key]:.1f} ms")
+        return self.step_time[key]
+
+    def run(self) -> None:
+        p = self.plan
+        first, more = self.seeds_for_first()
+        self.first = first
+        steps = self.steps = self.choose_steps()
+        self.log(f"language models: {steps} steps each, {len(first)} seeds stacked, "
+                 f"{self.budget.left():.0f} s left")
+        rope_stack = None
+        for enc in ENCODINGS:
+            stack = self.guard(f"lm-{enc}", self.lm_group, enc, self.L, first, steps)
+            if enc == "rope":
+                rope_stack = stack
+        self.guard("scaling", self.scaling, rope_stack, first, steps)
+        rope_stack = None
+        for enc, length in p["references"]:
+            self.guard(f"lm-{enc}-L{length}", self.lm_group, enc, int(length), first, steps)
+        if more:
+            for enc in ENCODINGS:
+                self.guard(f"lm-{enc}-more", self.lm_group, enc, self.L, more, steps)
+
+    def guard(self, name: str, fn, *args):
+        """Run one group; an error (out of memory included) is logged and recorded, and the
+        plan goes on with the next group, so one failure does not cost the call."""
+        try:
+            return fn(*args)
+        except Exception as e:  # noqa: BLE001 - one shot on the device: keep going
+            import traceback
+
+            self.errors.append({"group": name, "error": f"{type(e).__name__}: {e}"[:2000],
+                                "traceback": traceback.format_exc()[-4000:]})
+            self.log(f"  {name} failed: {type(e).__name__}: {str(e)[:500]}")
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            return None
+        finally:
+            if self.after_group is not None:
+                self.after_group()  # the assembled results, current after every group
+
+    def results(self) -> dict:
+        """Every unit of the plan that is stored (finished in this call or an earlier one)."""
+        units = [u for k, prm in self.keys if (u := self.store.get(k, prm)) is not None]
+        return {"steps": self.steps,
+                "step_ms": {f"{e}@{n}x{k}": 1000 * t for (e, n, k), t in
+                            self.step_time.items()},
+                "vmap": self.vmap_ok, "first_seeds": self.first,
+                "skipped": self.skipped, "errors": self.errors,
+                "far_targets": self.far_share(), "units": units}
+
+    def far_share(self) -> dict:
+        m = np.stack([self.far[e - self.chunks.target:e] for e in self.chunks.ends])
+        return {"rule": f"identifier bytes after the first, of identifiers of >= "
+                        f"{C.FAR_MIN_LEN} characters (not keywords) whose previous "
+                        f"occurrence in the file starts > {C.FAR_GAP} bytes back",
+                "bytes": int(m.sum()), "of": int(m.size)}
+
+
