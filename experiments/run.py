@@ -157,6 +157,8 @@ GPU = {
         "first_share": 0.55,           # priority 1 gets this share of the budget
         # priority 3: reference models trained at longer lengths, the same bytes per step
         "references": [["rope", 2048], ["alibi", 2048], ["rope", 8192], ["alibi", 8192]],
+        # priority 3: the fine-tuning arms (one rate: no grid fits one call)
+        "ft_steps": 500, "ft_lr": 5e-4,
         "bf16": True,
         "vmap_off": [],                # encodings that loop over seeds (vmap is also checked)
         "merge_below": 1.3,            # stack all seeds at once if that costs < 1.3x
@@ -192,7 +194,8 @@ GPUQUICK = {
              "embed_scale": {"nope": 4.0, "learned": 1.0, "sinusoidal": 4.0, "rope": 4.0,
                              "alibi": 1.0, "t5": 1.0},
              "max_steps": 8, "min_steps": 2, "first_share": 0.5,
-             "references": [["rope", 64], ["alibi", 128]], "bf16": False,
+             "references": [["rope", 64], ["alibi", 128]], "ft_steps": 2, "ft_lr": 1e-3,
+             "bf16": False,
              "vmap_off": [], "merge_below": None},
 }
 TIERS = {"cpu": CPU, "gpu": GPU, "quick": QUICK, "gpuquick": GPUQUICK}

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import time
 
 import numpy as np
 import torch
 
 from posenc.analysis.experiments import corpus as C
+from posenc.analysis.experiments import probe as P
 from posenc.analysis.experiments.models import ENCODINGS, ModelConfig
 from posenc.analysis.experiments.rules import matched_kinds, scaling_parameters
 from posenc.analysis.experiments.units import UnitStore
@@ -26,8 +28,10 @@ class GpuPlan:
     1. every encoding's language model at the training length, ``first_seeds``;
     2. RoPE scaling applied to those models without training: every rule with one factor
        for all lengths (``fixed``) and with ``s = n / L`` per length (``matched``);
-    3. reference models trained at longer lengths (the same bytes per step), to measure
-       what longer context is worth on these targets;
+    3. the passkey probe of the RoPE and ALiBi models; reference models trained at longer
+       lengths (the same bytes per step), to measure what longer context is worth on these
+       targets, and their probe; the fine-tuning arms (plain, PI, NTK, YaRN) at
+       ``finetune.factor`` times the length, ``ft_steps`` steps each at rate ``ft_lr``;
     4. the other seeds of every encoding.
 
     The steps of every language model are the same: ``--steps``, or, with a budget and no
@@ -263,18 +267,115 @@ class GpuPlan:
         steps = self.steps = self.choose_steps()
         self.log(f"language models: {steps} steps each, {len(first)} seeds stacked, "
                  f"{self.budget.left():.0f} s left")
-        rope_stack = None
+        kept = {}
         for enc in ENCODINGS:
             stack = self.guard(f"lm-{enc}", self.lm_group, enc, self.L, first, steps)
-            if enc == "rope":
-                rope_stack = stack
-        self.guard("scaling", self.scaling, rope_stack, first, steps)
-        rope_stack = None
+            if enc in ("rope", "alibi"):
+                kept[enc] = stack
+        self.guard("scaling", self.scaling, kept.get("rope"), first, steps)
+        for enc in ("rope", "alibi"):
+            self.guard(f"probe-{enc}", self.probe_group, enc, self.L, first, steps,
+                       kept.get(enc))
+        kept.pop("alibi", None)
         for enc, length in p["references"]:
-            self.guard(f"lm-{enc}-L{length}", self.lm_group, enc, int(length), first, steps)
+            stack = self.guard(f"lm-{enc}-L{length}", self.lm_group, enc, int(length), first,
+                               steps)
+            self.guard(f"probe-{enc}-L{length}", self.probe_group, enc, int(length), first,
+                       steps, stack)
+        for arm in self.config["finetune"]["arms"]:
+            kept["rope"] = self.guard(f"finetune-{arm}", self.finetune_arm, arm, first,
+                                      steps, kept.get("rope"))
+        kept.clear()
         if more:
             for enc in ENCODINGS:
                 self.guard(f"lm-{enc}-more", self.lm_group, enc, self.L, more, steps)
+
+    def _stack(self, enc: str, length: int, seeds, steps: int, stack):
+        """``stack`` if it is at hand, else the group trained again (within the budget)."""
+        return stack if stack is not None else self.lm_group(enc, length, seeds, steps,
+                                                              keep=True)
+
+    def probe_group(self, enc: str, length: int, seeds, steps: int, stack) -> None:
+        """The passkey probe (:mod:`posenc.analysis.experiments.probe`) of one group."""
+        pr = self.config["finetune"]["probe"]
+        keys = [(f"probe-{enc}-L{length}-s{s}",
+                 {**self.lm_params(enc, length, s, steps), "probe": pr}) for s in seeds]
+        self.keys += keys
+        if all(self.store.get(k, prm) is not None for k, prm in keys):
+            return
+        stack = self._stack(enc, length, seeds, steps, stack)
+        if stack is None or not self._fits(f"probe-{enc}-L{length}", self.eval_time + 1.0):
+            return
+        t0 = time.perf_counter()
+        lengths = [n for n in self.lengths if n >= P.MIN_LENGTH]
+        for i, (key, params) in enumerate(keys):
+            res = P.passkey_scores(stack.model(i), self.corpus.test, lengths, pr["depths"],
+                                   n=pr["n"], seed=pr["seed"])
+            self.store.put(key, params, {"encoding": enc, "seed": seeds[i],
+                                         "train_length": length, "probe": res,
+                                         "eval_seconds": time.perf_counter() - t0})
+        self.log(f"  probe {enc} at {length}: {time.perf_counter() - t0:.0f} s")
+
+    def finetune_arm(self, arm: str, seeds, steps: int, rope_stack):
+        """One fine-tuning arm on the RoPE models (a copy of them, seeds stacked): the arm's
+        scaling for ``finetune.factor``, ``plan.ft_steps`` steps at ``factor * L`` with the
+        same bytes per step, then the test losses and the probe.  Returns the RoPE stack
+        (trained again if it was not at hand), for the next arm."""
+        ft, p = self.config["finetune"], self.plan
+        n_ft = self.L * int(ft["factor"])
+        ft_steps = int(p["ft_steps"])
+        base = self.lm_params("rope", self.L, 0, steps)
+        keys = [(f"finetune-{arm}-s{s}",
+                 {**base, "seed": s, "arm": arm, "finetune": ft, "ft_steps": ft_steps,
+                  "ft_lr": p["ft_lr"]}) for s in seeds]
+        self.keys += keys
+        if all(self.store.get(k, prm) is not None for k, prm in keys):
+            return rope_stack
+        name = f"finetune-{arm}"
+        if not self._fits(name, ft_steps * min(self.step_time.values(), default=0.0)):
+            return rope_stack
+        t_step = self.measure("rope", n_ft, seeds)
+        if not self._fits(name, ft_steps * t_step + self.eval_time + 1.0):
+            return rope_stack
+        rope_stack = self._stack("rope", self.L, seeds, steps, rope_stack)
+        if rope_stack is None:
+            return None
+        cfg = self.cfg("rope")
+        from experiments.stage_finetune import arm_parameters
+
+        params = arm_parameters(arm, ft["factor"], self.L, cfg.d_model // cfg.n_heads,
+                                cfg.rope_base)
+        stack = copy.deepcopy(rope_stack)
+        stack.losses = []
+        self.S.set_rope(stack, params)
+        t0 = time.perf_counter()
+        try:
+            self.S.train_lm(stack, self.corpus.train, steps=ft_steps, batch=self.batch(n_ft),
+                            lr=float(p["ft_lr"]), length=n_ft, bf16=self.bf16,
+                            deadline=self.budget.deadline(),
+                            rng_seeds=[1000 + s for s in seeds],
+                            use_vmap=self.vmap_for("rope"))
+        except TimeoutError as e:
+            self.skipped.append(name)
+            self.log(f"  {name}: stopped, {e}")
+            return rope_stack
+        train_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        test = self.evaluate("rope", stack, self.corpus.test, self.chunks, self.lengths,
+                             self.far)
+        pr = ft["probe"]
+        lengths = [n for n in self.lengths if n >= P.MIN_LENGTH]
+        probes = [P.passkey_scores(stack.model(i), self.corpus.test, lengths, pr["depths"],
+                                   n=pr["n"], seed=pr["seed"]) for i in range(len(seeds))]
+        eval_s = time.perf_counter() - t0
+        for i, (key, prm) in enumerate(keys):
+            self.store.put(key, prm, {
+                "arm": arm, "seed": seeds[i], "rope_parameters": params, "ft_steps": ft_steps,
+                "losses": [(st, ls[i]) for st, ls in stack.losses], "train_seconds": train_s,
+                "eval_seconds": eval_s, "test": test[i], "probe": probes[i]})
+        self.log(f"  {name}: {ft_steps} steps in {train_s:.0f} s, evaluated in {eval_s:.0f} s;"
+                 f" loss at {n_ft}: " + ", ".join(f"{t[n_ft]['target']:.3f}" for t in test))
+        return rope_stack
 
     def guard(self, name: str, fn, *args):
         """Run one group; an error (out of memory included) is logged and recorded, and the

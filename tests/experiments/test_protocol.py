@@ -365,9 +365,12 @@ def test_gpu_plan_trains_in_priority_order_writes_units_and_resumes(corpus, tmp_
             ("yarn", "matched"), ("llama3", "matched")]
     scale = [f"scale-{k}-{m}-s{s}" for k, m in arms for s in first]
     assert keys[len(expect):len(expect) + len(scale)] == scale
-    refs = [f"lm-{e}-L{n}-s{s}" for e, n in cfg["plan"]["references"] for s in first]
+    probes = [f"probe-{e}-L{L}-s{s}" for e in ("rope", "alibi") for s in first]
+    refs = [f"{kind}-{e}-L{n}-s{s}" for e, n in cfg["plan"]["references"]
+            for kind in ("lm", "probe") for s in first]
+    ft = [f"finetune-{a}-s{s}" for a in ("plain", "pi", "ntk", "yarn") for s in first]
     rest = [f"lm-{e}-L{L}-s{s}" for e in ENCODINGS for s in more]
-    assert keys[len(expect) + len(scale):] == refs + rest
+    assert keys[len(expect) + len(scale):] == probes + refs + ft + rest
     r = json.loads((out / "results.json").read_text())
     assert r["schema"] == 3 and r["steps"] == 3 and not r["skipped"]
     assert len(r["units"]) == len(keys)
@@ -393,12 +396,25 @@ def test_gpu_plan_trains_in_priority_order_writes_units_and_resumes(corpus, tmp_
     pi = units[f"scale-pi-fixed-s{first[0]}"]
     assert {p["factor"] for p in pi["rope_parameters"].values()} == {cfg["scaling"]["factor"]}
     # references: trained at a longer length with the same bytes per step
-    ref = units[refs[-1]]
-    n_ref = cfg["plan"]["references"][-1][1]
+    e_ref, n_ref = cfg["plan"]["references"][-1]
+    ref = units[f"lm-{e_ref}-L{n_ref}-s{first[-1]}"]
     assert ref["train_length"] == n_ref and sorted(map(int, ref["test"])) == [
         n for n in lengths if n >= n_ref]
     assert ref["params"]["batch"] * n_ref == cfg["lm"]["batch"] * L
     assert "| rope @ 32 | far |" in (out / "results.md").read_text()
+    # the fine-tuning arms: trained at factor * L from the RoPE models, probed
+    n_ft = L * cfg["finetune"]["factor"]
+    for a in ("plain", "pi", "ntk", "yarn"):
+        u = units[f"finetune-{a}-s{first[0]}"]
+        assert u["ft_steps"] == cfg["plan"]["ft_steps"] and u["losses"]
+        assert (u["rope_parameters"] is None) == (a == "plain")
+        assert sorted(int(n) for n in u["test"]) == lengths and u["test"][str(n_ft)]
+        assert sorted(map(int, u["probe"])) == [n for n in lengths if n >= 33]
+    assert units[f"finetune-pi-s{first[0]}"]["rope_parameters"] == {
+        "rope_type": "linear", "factor": float(cfg["finetune"]["factor"])}
+    # fine-tuning changed a copy: the plain arm's loss differs from the model it started from
+    assert units[f"finetune-plain-s{first[0]}"]["test"][str(L)]["target"] != units[
+        f"lm-rope-L{L}-s{first[0]}"]["test"][str(L)]["target"]
 
     # a second call resumes from the committed form of the units: nothing is trained
     committed = tmp_path / "committed"
