@@ -10,6 +10,7 @@ import torch
 
 from posenc.analysis.experiments import corpus as C
 from posenc.analysis.experiments import probe as P
+from posenc.analysis.experiments import tasks as K
 from posenc.analysis.experiments.models import ENCODINGS, ModelConfig
 from posenc.analysis.experiments.rules import matched_kinds, scaling_parameters
 from posenc.analysis.experiments.units import UnitStore
@@ -32,7 +33,10 @@ class GpuPlan:
        lengths (the same bytes per step), to measure what longer context is worth on these
        targets, and their probe; the fine-tuning arms (plain, PI, NTK, YaRN) at
        ``finetune.factor`` times the length, ``ft_steps`` steps each at rate ``ft_lr``;
-    4. the other seeds of every encoding.
+    4. the synthetic tasks (copy, passkey) for every encoding at each rate of the task's
+       ``lrs``, seeds stacked, each seed trained until it reaches the target accuracy or
+       the cap (:meth:`task_group`);
+    5. the other seeds of every encoding.
 
     The steps of every language model are the same: ``--steps``, or, with a budget and no
     ``--steps``, as many (a multiple of 50 in ``[min_steps, max_steps]``) as let priority 1
@@ -286,9 +290,83 @@ class GpuPlan:
             kept["rope"] = self.guard(f"finetune-{arm}", self.finetune_arm, arm, first,
                                       steps, kept.get("rope"))
         kept.clear()
+        for name in ("copy", "passkey"):
+            for lr in self.config[name]["lrs"]:
+                for enc in ENCODINGS:
+                    self.guard(f"{name}-{enc}-lr{lr:g}", self.task_group, name, enc, first,
+                               float(lr))
         if more:
             for enc in ENCODINGS:
                 self.guard(f"lm-{enc}-more", self.lm_group, enc, self.L, more, steps)
+
+    def task_group(self, name: str, enc: str, seeds, lr: float) -> None:
+        """One synthetic task for one encoding at one rate, seeds stacked
+        (:func:`~posenc.analysis.experiments.stacked.train_task`): each seed trained until
+        its in-distribution accuracy reaches the target or the cap, then tested (copy also
+        free-running), as the CPU tier's task stage does for one model."""
+        tc = self.config[name]
+        if name == "copy":
+            maker, length = K.copy_maker(tuple(tc["m"])), 2 * tc["m"][1] + 1
+        else:
+            maker, length = K.passkey_maker(tuple(tc["total"])), tc["total"][1] - 1
+        keys = [(f"{name}-{enc}-lr{lr:g}-s{s}",
+                 {"model": self.config["model"], "encoding": enc, "task": name,
+                  "config": tc, "seed": s, "lr": lr,
+                  "embed_scale": float(self.plan["embed_scale"][enc]), "bf16": self.bf16})
+                for s in seeds]
+        self.keys += keys
+        if all(self.store.get(k, prm) is not None for k, prm in keys):
+            return
+        group = f"{name}-{enc}-lr{lr:g}"
+        cfg = self.cfg(enc, length)
+        key = (f"{name}:{enc}", length, len(seeds))
+        if key not in self.step_time:
+            if not self._fits(group, 3 * min(self.step_time.values(), default=0.0)):
+                return
+            probe = self.S.build(cfg, seeds, self.device)
+            self.S.train_task(probe, maker, steps=2, batch=tc["batch"], lr=lr, bf16=self.bf16,
+                              use_vmap=self.vmap_for(enc))
+            t0 = time.perf_counter()
+            self.S.train_task(probe, maker, steps=3, batch=tc["batch"], lr=lr, bf16=self.bf16,
+                              use_vmap=self.vmap_for(enc))
+            self.step_time[key] = (time.perf_counter() - t0) / 3
+        if not self._fits(group, tc["steps"] * self.step_time[key] + self.eval_time + 1.0):
+            return
+
+        def valid(model):
+            rng = np.random.default_rng(99_999)
+            return K.score(model, lambda b: maker(b, rng), tc["n_valid"])["symbol"]
+
+        stack = self.S.build(cfg, seeds, self.device)
+        t0 = time.perf_counter()
+        try:
+            got = self.S.train_task(stack, maker, steps=tc["steps"], batch=tc["batch"], lr=lr,
+                                    bf16=self.bf16, deadline=self.budget.deadline(),
+                                    use_vmap=self.vmap_for(enc),
+                                    stop=lambda m: valid(m) >= tc["target"],
+                                    check_every=tc["check_every"])
+        except TimeoutError as e:
+            self.skipped.append(group)
+            self.log(f"  {group}: stopped, {e}")
+            return
+        train_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for i, (k, prm) in enumerate(keys):
+            model, seed = got[i]["model"], seeds[i]
+            acc = valid(model)
+            test = (K.eval_copy(model, tc["eval_m"], n=tc["n_eval"], seed=seed, free=True)
+                    if name == "copy" else
+                    K.eval_passkey(model, tc["eval_totals"], tc["depths"], n=tc["n_eval"],
+                                   seed=seed))
+            self.store.put(k, prm, {
+                "encoding": enc, "task": name, "seed": seed, "lr": lr,
+                "task_steps": got[i]["steps"], "valid": acc, "learned": acc >= tc["target"],
+                "losses": [(st, ls[i]) for st, ls in stack.losses],
+                "train_seconds": train_s, "eval_seconds": time.perf_counter() - t0,
+                "test": test})
+        self.log(f"  {group}: {train_s:.0f} s; steps " + ", ".join(
+            str(g["steps"]) for g in got) + "; learned " + ", ".join(
+            str(g["done"]) for g in got))
 
     def _stack(self, enc: str, length: int, seeds, steps: int, stack):
         """``stack`` if it is at hand, else the group trained again (within the budget)."""

@@ -276,6 +276,37 @@ def test_stacked_seeds_train_as_separate_runs_would(corpus, enc, use_vmap):
         assert alone[32]["target"] == pytest.approx(ev[i][32]["target"], rel=1e-5)
 
 
+@pytest.mark.parametrize("use_vmap", [True, False])
+def test_stacked_task_training_matches_single_runs_and_stops_per_seed(use_vmap):
+    from posenc.analysis.experiments import tasks as K
+
+    cfg = ModelConfig("rope", d_model=32, n_heads=2, n_layers=1, train_length=9)
+    maker = K.copy_maker((2, 4))
+    stack = S.build(cfg, [3, 5], "cpu")
+    asked = []
+
+    def stop(model):
+        # seed 5's model is the second asked; it is done at the first check, seed 3 never
+        asked.append(model.training)
+        return len(asked) == 2
+
+    got = S.train_task(stack, maker, steps=6, batch=4, lr=1e-3, log_every=1, stop=stop,
+                       check_every=2, use_vmap=use_vmap)
+    assert [g["steps"] for g in got] == [6, 2] and [g["done"] for g in got] == [False, True]
+    assert asked == [False] * 4  # seeds 3 and 5 at step 2, seed 3 at steps 4 and 6
+    for i, seed in enumerate((3, 5)):
+        single = K.train_task(cfg, maker, steps=6, batch=4, lr=1e-3, seed=seed, log_every=1)
+        np.testing.assert_allclose([ls[i] for _, ls in stack.losses],
+                                   [loss for _, loss in single.losses], rtol=1e-4)
+    # the seed that was done keeps its weights of step 2: a run stopped there equals it
+    early = K.train_task(cfg, maker, steps=6, batch=4, lr=1e-3, seed=5,
+                         stop=lambda m: True, check_every=2)
+    seq, _ = K.copy_batch(4, 3, np.random.default_rng(0))
+    torch.testing.assert_close(got[1]["model"](seq), early.model(seq), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="check_every must be an integer >= 1"):
+        S.train_task(stack, maker, steps=2, batch=4, lr=1e-3, check_every=0)
+
+
 def test_stacked_training_honours_the_deadline_and_checks_vmap(corpus):
     stack = S.build(_tiny("rope"), [0, 1], "cpu")
     with pytest.raises(TimeoutError, match="time budget ran out at step 0"):
@@ -369,8 +400,10 @@ def test_gpu_plan_trains_in_priority_order_writes_units_and_resumes(corpus, tmp_
     refs = [f"{kind}-{e}-L{n}-s{s}" for e, n in cfg["plan"]["references"]
             for kind in ("lm", "probe") for s in first]
     ft = [f"finetune-{a}-s{s}" for a in ("plain", "pi", "ntk", "yarn") for s in first]
+    tasks = [f"{t}-{e}-lr{lr:g}-s{s}" for t in ("copy", "passkey") for lr in cfg[t]["lrs"]
+             for e in ENCODINGS for s in first]
     rest = [f"lm-{e}-L{L}-s{s}" for e in ENCODINGS for s in more]
-    assert keys[len(expect) + len(scale):] == probes + refs + ft + rest
+    assert keys[len(expect) + len(scale):] == probes + refs + ft + tasks + rest
     r = json.loads((out / "results.json").read_text())
     assert r["schema"] == 3 and r["steps"] == 3 and not r["skipped"]
     assert len(r["units"]) == len(keys)
@@ -412,6 +445,16 @@ def test_gpu_plan_trains_in_priority_order_writes_units_and_resumes(corpus, tmp_
         assert sorted(map(int, u["probe"])) == [n for n in lengths if n >= 33]
     assert units[f"finetune-pi-s{first[0]}"]["rope_parameters"] == {
         "rope_type": "linear", "factor": float(cfg["finetune"]["factor"])}
+    # the tasks: trained to the target or the cap, tested at every length; copy free-running
+    for t in ("copy", "passkey"):
+        tc = cfg[t]
+        for e in ENCODINGS:
+            u = units[f"{t}-{e}-lr{tc['lrs'][0]:g}-s{first[0]}"]
+            assert 1 <= u["task_steps"] <= tc["steps"] and u["task_steps"] % 2 == 0
+            assert u["learned"] == (u["valid"] >= tc["target"])
+            sizes = tc["eval_m"] if t == "copy" else tc["eval_totals"]
+            assert sorted(map(int, u["test"])) == sorted(sizes)
+    assert "free" in units[f"copy-rope-lr{cfg['copy']['lrs'][0]:g}-s{first[0]}"]["test"]["8"]
     # fine-tuning changed a copy: the plain arm's loss differs from the model it started from
     assert units[f"finetune-plain-s{first[0]}"]["test"][str(L)]["target"] != units[
         f"lm-rope-L{L}-s{first[0]}"]["test"][str(L)]["target"]

@@ -148,6 +148,90 @@ def train_lm(stack: Stack, split: Split, *, steps: int, batch: int, lr: float,
     return stack
 
 
+def _seed_task_loss(template, params, seq, scored):
+    logits = _forward(template, params, seq[:, :-1])
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
+                           seq[:, 1:].reshape(-1), reduction="none")
+    w = scored[:, 1:].reshape(-1).to(loss.dtype)
+    return (loss * w).sum() / w.sum()
+
+
+def train_task(stack: Stack, make_batch, *, steps: int, batch: int, lr: float,
+               bf16: bool = False, log_every: int = 10, deadline: float | None = None,
+               use_vmap: bool = True, stop=None, check_every: int = 100) -> list[dict]:
+    """Train every seed of ``stack`` on a synthetic task, as
+    :func:`.tasks.train_task` trains one: ``make_batch(batch, rng)`` gives ``(tokens,
+    scored)`` from each seed's own generator (seeded with the seed), the loss is on the
+    scored tokens only.
+
+    ``stop(model)`` (a seed's model, in eval mode) is asked every ``check_every`` steps for
+    each seed still training; a seed for which it returns true is *done*: its weights are
+    kept as they are at that step (a copy, :meth:`Stack.model`), and the stack trains on
+    until every seed is done or ``steps`` is reached.  Returns, per seed, ``{"steps": the
+    steps it took, "done": whether ``stop`` said so, "model": its model}``.
+    """
+    if not (isinstance(steps, int) and steps >= 1):
+        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
+    if not (isinstance(check_every, int) and check_every >= 1):
+        raise ValueError(f"check_every must be an integer >= 1, got {check_every!r}")
+    template = stack.template
+    dev = next(iter(stack.params.values())).device
+    rngs = [np.random.default_rng(s) for s in stack.seeds]
+    plist = list(stack.params.values())
+    opt = torch.optim.AdamW(plist, lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
+    warmup = max(1, steps // 10)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _schedule(s, steps, warmup))
+    per_seed_fn = (torch.func.vmap(lambda p, x, m: _seed_task_loss(template, p, x, m))
+                   if use_vmap else None)
+    out: list[dict | None] = [None] * stack.n
+    start = time.perf_counter()
+    template.train()
+    for step in range(steps):
+        if deadline is not None and time.perf_counter() > deadline:
+            raise TimeoutError(f"the time budget ran out at step {step} of {steps}")
+        pairs = [make_batch(batch, r) for r in rngs]
+        seq = torch.stack([a for a, _ in pairs]).to(dev)
+        scored = torch.stack([b for _, b in pairs]).to(dev)
+        with _autocast(str(dev), bf16):
+            if per_seed_fn is not None:
+                per_seed = per_seed_fn(stack.params, seq, scored)
+            else:
+                per_seed = torch.stack([_seed_task_loss(
+                    template, {k: v[i] for k, v in stack.params.items()}, seq[i], scored[i])
+                    for i in range(stack.n)])
+        opt.zero_grad(set_to_none=True)
+        per_seed.sum().backward()
+        grads = [q.grad for q in plist if q.grad is not None]
+        sq = torch.stack([g.float().pow(2).reshape(stack.n, -1).sum(1) for g in grads]).sum(0)
+        coef = (1.0 / (sq.sqrt() + 1e-6)).clamp(max=1.0)
+        for g in grads:
+            g.mul_(coef.view(-1, *([1] * (g.dim() - 1))).to(g.dtype))
+        opt.step()
+        sched.step()
+        if step % log_every == 0 or step == steps - 1:
+            stack.losses.append((step, [float(v) for v in per_seed.detach().cpu()]))
+        if stop is not None and (step + 1) % check_every == 0:
+            for i in range(stack.n):
+                if out[i] is None:
+                    model = stack.model(i)
+                    if stop(model):
+                        out[i] = {"steps": step + 1, "done": True, "model": model}
+            template.train()
+            if all(o is not None for o in out):
+                break
+    template.eval()
+    for i in range(stack.n):
+        if out[i] is None:
+            out[i] = {"steps": step + 1, "done": False, "model": stack.model(i)}
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    stack.seconds += time.perf_counter() - start
+    stack.steps_done += step + 1
+    return out  # type: ignore[return-value]
+
+
 @torch.no_grad()
 def eval_lm(stack: Stack, split: Split, chunks: EvalChunks, lengths: Sequence[int], *,
             bucket: int, far: np.ndarray | None = None, bf16: bool = False,
