@@ -166,8 +166,12 @@ def main(argv=None) -> int:
         # the stages the units come from, no others (a stage whose units are all stale
         # would only ask for units the re-keyed set cannot hold)
         with_finetune = any(stage_of(u["key"]) == "finetune" for u in rekeyed)
+        extra = R.TIERS[args.tier].get("lm_more_seeds") or {"seeds": []}
+        with_more = any(u["key"].startswith("lm-") and u["key"].rsplit("-s", 1)[1]
+                        in {str(s) for s in extra["seeds"]} for u in rekeyed)
         R.run(copy.deepcopy(R.TIERS[args.tier]), cache=cache, device="cpu", progress=False,
-              stages=tasks, store=store, corpus=C.load_corpus(), with_finetune=with_finetune)
+              stages=tasks, store=store, corpus=C.load_corpus(), with_finetune=with_finetune,
+              with_more_seeds=with_more)
         missing = sorted(set(check) - set(store.checked))
         bad = {k: v for k, v in store.checked.items() if v}
         if missing or bad:

@@ -400,6 +400,14 @@ def test_quick_run_end_to_end(tmp_path):
         # the rate grid ran on seed 0 for every encoding
         assert sorted(g["lr"] for g in r[task]["grid"]) == sorted(
             tc["lrs"] * len(ENCODINGS))
+    # more seeds where a ranking is close: trained and tested as the first seeds are
+    more = r["config"]["lm_more_seeds"]
+    assert sorted((x["encoding"], x["seed"]) for x in r["lm_more_seeds"]) == sorted(
+        (e, s) for e in more["encodings"] for s in more["seeds"])
+    for x in r["lm_more_seeds"]:
+        assert (x["lr"], x["embed_scale"]) == (lm["chosen"][x["encoding"]]["lr"],
+                                               lm["chosen"][x["encoding"]]["embed_scale"])
+        assert set(x["test"]) == lengths
     free = r["copy"]["runs"][0]["test"]
     assert all(set(v["free"]) == {"symbol", "exact"} for v in free.values() if v)
     md = (tmp_path / "results.md").read_text()
