@@ -155,12 +155,15 @@ def experiments(session: nox.Session) -> None:
     """Train and evaluate the small models; writes experiments/results.{json,md}.
 
     ``nox -s experiments`` runs the CPU tier (hours of one-thread compute on the 2-core
-    machine: ``-- --encodings rope,alibi`` and ``-- --encodings nope,learned,sinusoidal,t5``
-    side by side, then ``--tasks copy`` and ``--tasks passkey``, then one plain run that
-    finds every unit done and writes the results); every finished unit is a file under experiments/units/<tier>, keyed
-    on its configuration and a hash of the code and recording its commit, so an interrupted
-    run, or a run on another machine from the committed files, resumes instead of training
-    again.  ``nox -s experiments -- --quick`` checks the harness in about a minute;
+    machine; processes can split it: ``-- --encodings rope,alibi --tasks ""`` (the
+    fine-tuning), ``-- --tasks copy,passkey --no-finetune --no-more-seeds``, then one plain
+    run that finds every unit done and writes the results); every finished unit is a file
+    under experiments/units/<tier>, keyed on its configuration and on its stage's code
+    (experiments/stage_*.py and what they import) and recording its commit, so an
+    interrupted run, or a run on another machine from the committed files, resumes instead
+    of training again (``python experiments/rekey.py --from CODE`` carries units across a
+    change that moves code without changing a number, after re-running a sample bit for
+    bit).  ``nox -s experiments -- --quick`` checks the harness in about a minute;
     ``nox -s experiments -- --tier gpu --device cuda --time-budget SECONDS`` runs the GPU
     tier as one budgeted call (``--corpus-file`` reads a corpus prepared with
     ``--save-corpus``, for a machine whose SymPy differs or is absent).
