@@ -107,7 +107,7 @@ CPU = {
     "scaling": {"factor": 16, "types": ["pi", "ntk", "yarn", "llama3", "dynamic"]},
     # fine-tuning at 4 L: four arms, a rate grid on seed 0, the same bytes per step as the
     # pre-training; the passkey probe of every fine-tuned and reference model
-    "finetune": {"factor": 4, "steps": 1000, "lrs": [3e-4, 1e-3, 3e-3],
+    "finetune": {"factor": 4, "steps": 1000, "lrs": [3e-4, 1e-3, 3e-3], "max_extensions": 2,
                  "arms": ["plain", "pi", "ntk", "yarn"],
                  "probe": {"depths": [0.1, 0.5, 0.9], "n": 32, "seed": 0}},
     # every encoding, three seeds, half and twice the steps (issue 31's budget study)
@@ -140,7 +140,7 @@ GPU = {
            "target": 256, "bucket": 512, "valid_chunks": 128},
     "lm_edge": {"lrs": [1e-2]},
     "scaling": {"factor": 16, "types": ["pi", "ntk", "yarn", "llama3", "dynamic"]},
-    "finetune": {"factor": 4, "steps": 1000, "lrs": [1e-4, 3e-4, 1e-3],
+    "finetune": {"factor": 4, "steps": 1000, "lrs": [1e-4, 3e-4, 1e-3], "max_extensions": 2,
                  "arms": ["plain", "pi", "ntk", "yarn"],
                  "probe": {"depths": [0.1, 0.5, 0.9], "n": 64, "seed": 0}},
     "budget": {"encodings": ["rope", "alibi"], "multipliers": [0.25, 0.5, 2.0]},
@@ -177,7 +177,7 @@ QUICK = {
            "bucket": 32, "valid_chunks": 8},
     "lm_edge": {"lrs": [1e-2]},
     "scaling": {"factor": 2, "types": ["pi", "ntk", "yarn", "llama3", "dynamic"]},
-    "finetune": {"factor": 2, "steps": 2, "lrs": [1e-3, 3e-3],
+    "finetune": {"factor": 2, "steps": 2, "lrs": [1e-3, 3e-3], "max_extensions": 1,
                  "arms": ["plain", "pi", "ntk", "yarn"],
                  "probe": {"depths": [0.5], "n": 2, "seed": 0}},
     "lm_more_seeds": {"encodings": ["rope"], "seeds": [2]},

@@ -7,8 +7,9 @@ language models stale.
   al.), ``ntk`` (the static NTK-aware base) and ``yarn`` (Peng et al.), each scaled for
   the factor, then trained for ``steps`` at the longer length with the same bytes per step
   as the pre-training (the batch divided by the factor).
-* **Rates**: seed 0 of every arm at each rate of ``lrs``; the one with the lowest
-  validation loss at the longer length is the arm's rate for the other seeds.
+* **Rates**: seed 0 of every arm at each rate of ``lrs`` (extended past an edge where the
+  best lands, ``max_extensions`` times at most); the one with the lowest validation loss
+  at the longer length is the arm's rate for the other seeds.
 * **Evaluation**: the test losses at every length (fixed targets, far-identifier targets),
   and the passkey probe (:mod:`posenc.analysis.experiments.probe`) at every length.
 * **Probe of the models not fine-tuned**: the RoPE and ALiBi models at ``L`` and the
@@ -87,10 +88,21 @@ def finetune(runner, chosen: dict) -> dict:
     grid, rates, runs = [], {}, []
     seed0, key0, cfg0 = models[0]
     for arm in ft["arms"]:
-        cands = [one(f"finetunegrid-{arm}-lr{lr:g}", arm, seed0, key0, cfg0, lr)
-                 for lr in ft["lrs"]]
-        grid += cands
-        best = min(cands, key=lambda u: u["valid"])
+        # the rate grid, extended by one log-spaced point past an edge where the best rate
+        # lands (at most ``max_extensions`` times), so the chosen rate is inside it
+        lrs, cands = sorted(ft["lrs"]), {}
+        for round_ in range(1 + int(ft["max_extensions"])):
+            for lr in lrs:
+                if lr not in cands:
+                    cands[lr] = one(f"finetunegrid-{arm}-lr{lr:g}", arm, seed0, key0, cfg0, lr)
+            best = min(cands.values(), key=lambda u: u["valid"])
+            if len(lrs) < 2 or lrs[0] < best["lr"] < lrs[-1]:
+                break
+            if round_ < int(ft["max_extensions"]):
+                up = best["lr"] == lrs[-1]
+                nxt = runner._beyond(lrs, best["lr"], up)
+                lrs = lrs + [nxt] if up else [nxt] + lrs
+        grid += list(cands.values())
         rates[arm] = best["lr"]
         runs.append(best)
         for seed, key, cfg in models[1:]:
