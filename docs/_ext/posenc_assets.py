@@ -301,12 +301,20 @@ _TAG = re.compile(r"<[^>]+>")
 _PLAIN_MI = re.compile(r"<mi>([^<]+)</mi>")
 
 
+#: glyphs the browser draws for an element rather than for its text: the radical sign of
+#: ``<msqrt>`` and ``<mroot>`` (its taller forms come from the MATH table's variants)
+_DRAWN_BY = {"msqrt": "\u221a", "mroot": "\u221a"}
+_ELEMENT = re.compile(r"<(msqrt|mroot)\b")
+
+
 def math_characters(page_html: str) -> set[str]:
-    """Every character the MathML of ``page_html`` draws (annotations left out), and the
-    italic forms the browser gives single-letter identifiers."""
+    """Every character the MathML of ``page_html`` draws (annotations left out): the
+    text, the italic forms the browser gives single-letter identifiers, and the glyphs
+    elements draw themselves (:data:`_DRAWN_BY`)."""
     chars: set[str] = set()
     for m in _MATH.finditer(page_html):
         body = _ANNOTATION.sub("", m.group(0))
+        chars |= {_DRAWN_BY[e] for e in _ELEMENT.findall(body)}
         for text in _PLAIN_MI.findall(body):
             text = html.unescape(text)
             if len(text) == 1:

@@ -572,7 +572,11 @@ async () => {
                               ratio: mo.getBoundingClientRect().height / size,
                               rows: t.querySelectorAll(":scope > mtr").length}));
   });
-  return {family: getComputedStyle(math).fontFamily, loaded, stretched};
+  // a square root is wider than what is under it: the radical sign is drawn
+  const radicals = [...document.querySelectorAll("article math msqrt")].filter(
+    r => r.getBoundingClientRect().height > 0).map(
+    r => r.getBoundingClientRect().width - r.firstElementChild.getBoundingClientRect().width);
+  return {family: getComputedStyle(math).fontFamily, loaded, stretched, radicals};
 }
 """
 
@@ -583,7 +587,8 @@ async () => {
 def test_math_is_set_in_the_site_math_font(lang, width, name, site, base, browser):
     """Math is drawn from the site's own math font (STIX Two Math, subset;
     docs/_ext/posenc_assets.py), on the Chinese pages too, and the brackets around the
-    RoPE page's matrices stretch over them.  The displays are saved as screenshots to
+    RoPE page's matrices stretch over them, and square roots show their radical sign
+    (the long-context page).  The displays are saved as screenshots to
     look at (``_build/screenshots/math/``): matrices and cases on the RoPE page, primes
     and fractions on the long-context page."""
     ctx = new_context(browser)
@@ -606,3 +611,5 @@ def test_math_is_set_in_the_site_math_font(lang, width, name, site, base, browse
     assert all(b["ratio"] > 2.0 for b in brackets), seen["stretched"]
     if name == "rope":
         assert brackets, seen["stretched"]
+    if name == "long-context":
+        assert seen["radicals"] and min(seen["radicals"]) > 3.0, seen["radicals"]

@@ -200,6 +200,7 @@ def test_site_serves_its_trimmed_assets(site):
         # in \text, comes from the page's font)
         missing = sorted(c for c in drawn if ord(c) in source and ord(c) not in cmap)
         assert len(drawn) > 100 and not missing, missing
+        assert "\u221a" in drawn  # square roots are on the pages, so their sign is kept
         for name in ("fa-solid-900", "fa-brands-400"):
             size = (static / "vendor" / "fontawesome" / "webfonts" / f"{name}.woff2").stat()
             assert size.st_size < 20_000, (name, size.st_size)
@@ -402,6 +403,10 @@ def test_math_characters_include_the_italic_letters_drawn():
             '</annotation></semantics></math>')
     assert posenc_assets.math_characters(page) == {
         "\U0001d465", "\U0001d703", "s", "i", "n", "\u2211", "x", "\u03b8"}
+    # the radical sign is drawn by <msqrt> and <mroot>, not by any text inside them
+    root = ('<math><msqrt><mi>d</mi></msqrt><mroot><mi>x</mi><mn>3</mn></mroot></math>')
+    assert posenc_assets.math_characters(root) == {"\u221a", "\U0001d451", "d",
+                                                   "\U0001d465", "x", "3"}
 
 
 # -- Languages -----------------------------------------------------------------------
