@@ -192,10 +192,11 @@ def eval_copy(model: TinyDecoder, ms: Sequence[int], *, n: int, seed: int,
             out[int(m)] = None
             continue
         rng = np.random.default_rng(10_000 + 1000 * seed + int(m))
-        out[int(m)] = score(model, lambda b, rng=rng, m=m: copy_batch(b, int(m), rng), n)
+        got = score(model, lambda b, rng=rng, m=m: copy_batch(b, int(m), rng), n)
         if free:
             rng = np.random.default_rng(10_000 + 1000 * seed + int(m))
-            out[int(m)]["free"] = generate_copy(model, int(m), n, rng)
+            got["free"] = generate_copy(model, int(m), n, rng)
+        out[int(m)] = got
     return out
 
 
