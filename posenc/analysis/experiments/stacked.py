@@ -96,6 +96,27 @@ def _autocast(device: str, bf16: bool):
                           enabled=bf16)
 
 
+def _optimiser(plist, lr: float, steps: int):
+    """AdamW and the warm-up-then-cosine schedule of :func:`.train.train`, for the stack."""
+    opt = torch.optim.AdamW(plist, lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
+    warmup = max(1, steps // 10)
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _schedule(s, steps, warmup))
+
+
+def _update(stack: Stack, plist, opt, sched, per_seed: torch.Tensor) -> None:
+    """One step from the per-seed losses: gradients, clipping at norm 1 with each seed's
+    own norm (as ``clip_grad_norm_`` does for one model), the optimiser and the schedule."""
+    opt.zero_grad(set_to_none=True)
+    per_seed.sum().backward()
+    grads = [p.grad for p in plist if p.grad is not None]
+    sq = torch.stack([g.float().pow(2).reshape(stack.n, -1).sum(1) for g in grads]).sum(0)
+    coef = (1.0 / (sq.sqrt() + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(coef.view(-1, *([1] * (g.dim() - 1))).to(g.dtype))
+    opt.step()
+    sched.step()
+
+
 def train_lm(stack: Stack, split: Split, *, steps: int, batch: int, lr: float,
              length: int | None = None, bf16: bool = False, log_every: int = 10,
              deadline: float | None = None, rng_seeds: Sequence[int] | None = None,
@@ -115,9 +136,7 @@ def train_lm(stack: Stack, split: Split, *, steps: int, batch: int, lr: float,
     dev = next(iter(stack.params.values())).device
     rngs = [np.random.default_rng(s) for s in (rng_seeds or stack.seeds)]
     plist = list(stack.params.values())
-    opt = torch.optim.AdamW(plist, lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
-    warmup = max(1, steps // 10)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _schedule(s, steps, warmup))
+    opt, sched = _optimiser(plist, lr, steps)
     loss_fn = _per_seed(lambda p, w: _seed_loss(template, p, w), stack.n, True, use_vmap)
     start = time.perf_counter()
     template.train()
@@ -128,16 +147,7 @@ def train_lm(stack: Stack, split: Split, *, steps: int, batch: int, lr: float,
                                              for r in rngs])).to(dev, non_blocking=True)
         with _autocast(str(dev), bf16):
             per_seed = loss_fn(stack.params, windows)
-        opt.zero_grad(set_to_none=True)
-        per_seed.sum().backward()
-        # gradient clipping at norm 1, each seed by its own norm (as clip_grad_norm_ does)
-        grads = [p.grad for p in plist if p.grad is not None]
-        sq = torch.stack([g.float().pow(2).reshape(stack.n, -1).sum(1) for g in grads]).sum(0)
-        coef = (1.0 / (sq.sqrt() + 1e-6)).clamp(max=1.0)
-        for g in grads:
-            g.mul_(coef.view(-1, *([1] * (g.dim() - 1))).to(g.dtype))
-        opt.step()
-        sched.step()
+        _update(stack, plist, opt, sched, per_seed)
         if step % log_every == 0 or step == steps - 1:
             stack.losses.append((step, [float(v) for v in per_seed.detach().cpu()]))
     template.eval()
@@ -180,11 +190,10 @@ def train_task(stack: Stack, make_batch, *, steps: int, batch: int, lr: float,
     dev = next(iter(stack.params.values())).device
     rngs = [np.random.default_rng(s) for s in stack.seeds]
     plist = list(stack.params.values())
-    opt = torch.optim.AdamW(plist, lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
-    warmup = max(1, steps // 10)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _schedule(s, steps, warmup))
-    per_seed_fn = (torch.func.vmap(lambda p, x, m: _seed_task_loss(template, p, x, m))
-                   if use_vmap else None)
+    opt, sched = _optimiser(plist, lr, steps)
+    # tokens and scored mask travel as one tensor (..., 2), so the per-seed helper applies
+    loss_fn = _per_seed(lambda p, x: _seed_task_loss(template, p, x[..., 0], x[..., 1]),
+                        stack.n, True, use_vmap)
     out: list[dict | None] = [None] * stack.n
     start = time.perf_counter()
     template.train()
@@ -192,24 +201,10 @@ def train_task(stack: Stack, make_batch, *, steps: int, batch: int, lr: float,
         if deadline is not None and time.perf_counter() > deadline:
             raise TimeoutError(f"the time budget ran out at step {step} of {steps}")
         pairs = [make_batch(batch, r) for r in rngs]
-        seq = torch.stack([a for a, _ in pairs]).to(dev)
-        scored = torch.stack([b for _, b in pairs]).to(dev)
+        x = torch.stack([torch.stack(pair, dim=-1) for pair in pairs]).to(dev)
         with _autocast(str(dev), bf16):
-            if per_seed_fn is not None:
-                per_seed = per_seed_fn(stack.params, seq, scored)
-            else:
-                per_seed = torch.stack([_seed_task_loss(
-                    template, {k: v[i] for k, v in stack.params.items()}, seq[i], scored[i])
-                    for i in range(stack.n)])
-        opt.zero_grad(set_to_none=True)
-        per_seed.sum().backward()
-        grads = [q.grad for q in plist if q.grad is not None]
-        sq = torch.stack([g.float().pow(2).reshape(stack.n, -1).sum(1) for g in grads]).sum(0)
-        coef = (1.0 / (sq.sqrt() + 1e-6)).clamp(max=1.0)
-        for g in grads:
-            g.mul_(coef.view(-1, *([1] * (g.dim() - 1))).to(g.dtype))
-        opt.step()
-        sched.step()
+            per_seed = loss_fn(stack.params, x)
+        _update(stack, plist, opt, sched, per_seed)
         if step % log_every == 0 or step == steps - 1:
             stack.losses.append((step, [float(v) for v in per_seed.detach().cpu()]))
         if stop is not None and (step + 1) % check_every == 0:
