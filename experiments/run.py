@@ -89,13 +89,13 @@ from posenc.analysis.experiments.markdown import gpu_markdown, write_markdown  #
 from posenc.analysis.experiments.models import ENCODINGS  # noqa: E402
 from posenc.analysis.experiments.rules import matched_kinds, scaling_parameters  # noqa: E402,F401
 from posenc.analysis.experiments.units import (  # noqa: E402
-    STAGES as CODE_STAGES, UnitStore, code_hash, git_commit, stage_code)
+    STAGES as CODE_STAGES, UnitStore, code_hash, git_commit, stage_code, stage_of)
 from experiments.stage_finetune import finetune  # noqa: E402
 from experiments.stage_gpu import GpuPlan  # noqa: E402
 from experiments.stage_lm import Runner  # noqa: E402
 from experiments.stage_tasks import task  # noqa: E402
 
-SCHEMA = 2
+SCHEMA = 3
 
 CPU = {
     "seeds": [0, 1, 2, 3, 4],
@@ -264,6 +264,102 @@ def package_version(name: str) -> str | None:
 STAGES = ("copy", "passkey")
 
 
+class Pending(Exception):
+    """A unit an assembling run needs is not stored yet (its key is the message)."""
+
+
+class _NoProbes(Exception):
+    """The fine-tuning stage reached its probes in a process told to leave them."""
+
+
+class PartRunner(Runner):
+    """A :class:`Runner` for part of the protocol, keyed exactly as a whole run.
+
+    ``arms`` limits the fine-tuning arms this process trains and ``probes=False`` leaves
+    the probes to another process; every unit is still keyed on the protocol's own
+    configuration (:meth:`_params` reads the unmodified one), so the units are the ones a
+    whole run finds.  ``assemble=True`` trains nothing: a unit not stored raises
+    :class:`Pending`, so the results can be assembled from what is finished.
+    """
+
+    def __init__(self, *args, arms=None, probes: bool = True, assemble: bool = False,
+                 **kwargs):
+        super().__init__(*args, **kwargs)
+        self.keyed = self.config
+        if arms is not None:
+            unknown = sorted(set(arms) - set(self.config["finetune"]["arms"]))
+            if unknown:
+                raise ValueError(f"arms must be fine-tuning arms of the protocol "
+                                 f"{self.config['finetune']['arms']}, got {unknown}")
+            self.config = {**self.config,
+                           "finetune": {**self.config["finetune"], "arms": list(arms)}}
+        self.probes, self.assemble = probes, assemble
+
+    def _params(self, key: str, extra: dict | None = None) -> dict:
+        own, self.config = self.config, self.keyed
+        try:
+            return super()._params(key, extra)
+        finally:
+            self.config = own
+
+    def unit(self, key: str, fn, extra: dict | None = None):
+        if not self.probes and key.startswith("probe-"):
+            raise _NoProbes(key)
+        if self.assemble:
+            params, code = self._params(key, extra), self.codes[stage_of(key)]
+            out = self.store.get(key, params, code)
+            if out is None:
+                raise Pending(key)
+            self.seconds[key] = out["seconds"]
+            return out
+        return super().unit(key, fn, extra)
+
+
+def finished_finetune(r: PartRunner, chosen: dict) -> tuple[dict, dict]:
+    """The fine-tuning stage as far as it is stored (``r`` assembles): every arm whose
+    rate grid and seeds are all finished, and the probes if they all are.  Each arm runs
+    through the stage's own code alone, so its rate is chosen as a whole run chooses it
+    (the grid unit with the lowest validation loss).  Returns the stage's results and what
+    is pending (an arm, or ``"probes"``, -> the first unit missing)."""
+    pending: dict[str, str] = {}
+    out: dict = {"grid": [], "rates": {}, "runs": [], "probes": []}
+    seen: list[dict] = []
+    unit = r.unit
+
+    def logged(key, fn, extra=None):
+        got = unit(key, fn, extra)
+        seen.append(got)
+        return got
+
+    r.unit = logged  # type: ignore[method-assign]
+    try:
+        for arm in r.keyed["finetune"]["arms"]:
+            r.config = {**r.keyed, "finetune": {**r.keyed["finetune"], "arms": [arm]}}
+            r.probes, seen[:] = False, []
+            try:
+                finetune(r, chosen)
+            except Pending as e:
+                pending[arm] = str(e)
+                continue
+            except _NoProbes:
+                pass
+            grid = [u for u in seen if u["key"].startswith("finetunegrid-")]
+            best = min(grid, key=lambda u: u["valid"])
+            out["grid"] += grid
+            out["rates"][arm] = best["lr"]
+            out["runs"] += [best] + [u for u in seen if u["key"].startswith("finetune-")]
+        r.config = {**r.keyed, "finetune": {**r.keyed["finetune"], "arms": []}}
+        r.probes = True
+        try:
+            out["probes"] = finetune(r, chosen)["probes"]
+        except Pending as e:
+            pending["probes"] = str(e)
+    finally:
+        r.unit = unit  # type: ignore[method-assign]
+        r.config, r.probes = r.keyed, True
+    return out, pending
+
+
 def more_seeds(r: Runner, config: dict, chosen: dict) -> list:
     """The language models of ``lm_more_seeds``: more seeds of the listed encodings at
     their tuned setting, trained and tested exactly as seeds 1-4 are (the same units'
@@ -284,7 +380,8 @@ def more_seeds(r: Runner, config: dict, chosen: dict) -> list:
 def run(config: dict, *, cache: Path, device: str, progress: bool,
         stages=STAGES, units: Path | None = None, corpus: C.Corpus | None = None,
         encodings=ENCODINGS, store: UnitStore | None = None,
-        with_finetune: bool = True, with_more_seeds: bool = True) -> dict:
+        with_finetune: bool = True, with_more_seeds: bool = True,
+        finetune_arms=None, probes: bool = True, assemble: bool = False) -> dict:
     """Run (or read from the unit store) the protocol's units in priority order: the tuned
     language models and their seeds, RoPE scaling without training (fixed and matched
     factors), the longer-trained references, the RoPE ablation, the budget study, the
@@ -292,9 +389,22 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
     the run to some encodings' units (RoPE's units come with ``"rope"``); ``store``
     replaces the unit store of ``units`` (``experiments/rekey.py`` passes a checking one);
     ``with_finetune=False`` skips the fine-tuning stage (so two processes can split it from
-    the tasks); ``with_more_seeds=False`` skips :func:`more_seeds`."""
-    r = Runner(config, cache, device, progress, units=units, corpus=corpus,
-               encodings=encodings, store=store)
+    the tasks); ``with_more_seeds=False`` skips :func:`more_seeds`; ``finetune_arms`` and
+    ``probes=False`` split the fine-tuning stage between processes (:class:`PartRunner`).
+    ``assemble=True`` trains nothing: the results hold every section whose units are all
+    stored, and ``"pending"`` names the first missing unit of each that is not (the
+    fine-tuning stage arm by arm, :func:`finished_finetune`)."""
+    r = PartRunner(config, cache, device, progress, units=units, corpus=corpus,
+                   encodings=encodings, store=store, arms=finetune_arms, probes=probes,
+                   assemble=assemble)
+    pending: dict[str, str] = {}
+
+    def part(name, fn, default):
+        try:
+            return fn()
+        except Pending as e:
+            pending[name] = str(e)
+            return default
     lm = r.lm()
     chosen = lm["chosen"]
     rope = "rope" in chosen
@@ -304,13 +414,22 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
     references = r.references(chosen)
     ablation = r.ablation(chosen)
     budget = r.budget(chosen)
-    ft = (finetune(r, chosen) if rope and with_finetune
-          else {"grid": [], "rates": {}, "runs": [], "probes": []})
+    ft = {"grid": [], "rates": {}, "runs": [], "probes": []}
+    if rope and with_finetune and assemble:
+        ft, ft_pending = finished_finetune(r, chosen)
+        pending.update({f"finetune-{k}": v for k, v in ft_pending.items()})
+    elif rope and with_finetune:
+        try:
+            ft = finetune(r, chosen)
+        except _NoProbes:  # the arms are done; another process runs the probes
+            pass
     body = {
         "corpus": r.corpus.provenance(),
         "chunks": {"n": int(r.chunks.ends.size), "files": int(np.unique(r.chunks.files).size),
                    "target": r.chunks.target, "max_length": r.chunks.max_length,
-                   "target_bytes": int(r.chunks.ends.size * r.chunks.target)},
+                   "target_bytes": int(r.chunks.ends.size * r.chunks.target),
+                   # the test file of each chunk: a bootstrap over the text resamples files
+                   "files_of_chunks": [int(f) for f in r.chunks.files]},
         "lm": lm,
         "scaling": scaling,
         "scaling_matched": matched,
@@ -321,10 +440,13 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
         "finetune_grid": ft["grid"],
         "finetune_rates": ft["rates"],
         "probes": ft["probes"],
-        "copy": task(r, "copy", chosen) if "copy" in stages else None,
-        "passkey": task(r, "passkey", chosen) if "passkey" in stages else None,
+        "copy": (part("copy", lambda: task(r, "copy", chosen), None)
+                 if "copy" in stages else None),
+        "passkey": (part("passkey", lambda: task(r, "passkey", chosen), None)
+                    if "passkey" in stages else None),
         "lm_edge": r.lm_edge(chosen),
-        "lm_more_seeds": more_seeds(r, config, chosen) if with_more_seeds else [],
+        "lm_more_seeds": (part("lm_more_seeds", lambda: more_seeds(r, config, chosen), [])
+                          if with_more_seeds else []),
         "far_targets": {"bytes": int(sum(r.far[e - r.chunks.target:e].sum()
                                          for e in r.chunks.ends)),
                         "of": int(r.chunks.ends.size * r.chunks.target),
@@ -335,6 +457,7 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
         stage = key.split("-")[0].replace("grid", "")
         stage_s[stage] = stage_s.get(stage, 0.0) + sec
     body["stage_seconds"] = stage_s
+    body["pending"] = pending
     body["unit_seconds"] = sum(r.seconds.values())
     return body
 
@@ -437,8 +560,17 @@ def main(argv=None) -> int:
                     help="gpu tier: steps of every language model (default: sized to the "
                          "budget from measured step times)")
     ap.add_argument("--assemble-only", action="store_true",
-                    help="gpu tier: write results.json and results.md from the stored units "
-                         "(--resume-from folders and <out>) without training")
+                    help="write results.json and results.md from the stored units without "
+                         "training (gpu tier: --resume-from folders and <out>; cpu tier: "
+                         "every section whose units are all stored, the others named under "
+                         "'pending')")
+    ap.add_argument("--finetune-arms", default=None,
+                    help="cpu tier: train only these fine-tuning arms (comma-separated), "
+                         "keyed as a whole run keys them, so two processes can split the "
+                         "stage; no results file is written")
+    ap.add_argument("--no-probes", action="store_true",
+                    help="cpu tier: leave the fine-tuning stage's passkey probes to "
+                         "another process; no results file is written")
     ap.add_argument("--no-vmap", action="store_true",
                     help="gpu tier: loop over the stacked seeds instead of vmap")
     args = ap.parse_args(argv)
@@ -471,12 +603,23 @@ def main(argv=None) -> int:
     encodings = tuple(e for e in args.encodings.split(",") if e)
     if not encodings or not set(encodings) <= set(ENCODINGS):
         ap.error(f"--encodings must name encodings of {ENCODINGS}, got {args.encodings!r}")
-    body = run(config, cache=args.cache or args.out / ".cache", device=args.device,
-               progress=not args.no_progress, stages=tasks, units=units, corpus=corpus,
-               encodings=encodings, with_finetune=not args.no_finetune,
-               with_more_seeds=not args.no_more_seeds)
+    arms = None
+    if args.finetune_arms is not None:
+        arms = tuple(a for a in args.finetune_arms.split(",") if a)
+        if not arms or not set(arms) <= set(config["finetune"]["arms"]):
+            ap.error(f"--finetune-arms must name arms of {config['finetune']['arms']}, "
+                     f"got {args.finetune_arms!r}")
+    try:
+        body = run(config, cache=args.cache or args.out / ".cache", device=args.device,
+                   progress=not args.no_progress, stages=tasks, units=units, corpus=corpus,
+                   encodings=encodings, with_finetune=not args.no_finetune,
+                   with_more_seeds=not args.no_more_seeds, finetune_arms=arms,
+                   probes=not args.no_probes, assemble=args.assemble_only)
+    except Pending as e:
+        ap.error(f"--assemble-only needs every language-model, scaling, reference, ablation "
+                 f"and budget unit stored in {units}; the first missing is {e}")
     if (set(tasks) != set(STAGES) or set(encodings) != set(ENCODINGS) or args.no_finetune
-            or args.no_more_seeds):
+            or args.no_more_seeds or arms is not None or args.no_probes):
         print(f"ran {', '.join(tasks) or 'no task'} for {', '.join(encodings)}; a results "
               "file is written only by a run of every encoding and both tasks")
         return 0

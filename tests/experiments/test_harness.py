@@ -320,7 +320,7 @@ def test_quick_run_end_to_end(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = json.loads((tmp_path / "results.json").read_text())
-    assert r["quick"] is True and r["schema"] == 2 and r["tier"] == "quick"
+    assert r["quick"] is True and r["schema"] == 3 and r["tier"] == "quick"
     prov = r["provenance"]
     assert prov["commit"] and prov["versions"]["torch"] == torch.__version__
     assert prov["machine"]["threads"] == 1 and prov["versions"]["sympy"]
@@ -424,6 +424,48 @@ def test_quick_run_end_to_end(tmp_path):
     assert proc.returncode == 0 and "lmgrid" not in proc.stdout
     again = json.loads((tmp_path / "results.json").read_text())
     assert again["lm"] == r["lm"] and again["copy"] == r["copy"]
+
+
+def test_split_processes_key_units_as_a_whole_run_and_assembly_names_what_is_pending(
+        tmp_path):
+    """Two processes may split the fine-tuning stage by arm (``--finetune-arms``, and
+    ``--no-probes``); their units are the ones a whole run finds, and ``--assemble-only``
+    writes every finished section and names the first missing unit of each other one."""
+    RUN = [sys.executable, str(ROOT / "experiments" / "run.py")]
+
+    def run(*args):
+        proc = subprocess.run([*RUN, "--quick", "--no-progress", "--out", str(tmp_path),
+                               *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc.stdout
+
+    bad = subprocess.run([*RUN, "--quick", "--out", str(tmp_path), "--finetune-arms", "nope"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 2 and "--finetune-arms must name arms of" in bad.stderr
+    empty = subprocess.run([*RUN, "--quick", "--out", str(tmp_path), "--assemble-only"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert empty.returncode == 2 and "the first missing is lmgrid-" in empty.stderr
+    out = run("--tasks", "", "--no-more-seeds", "--finetune-arms", "pi", "--no-probes")
+    assert "finetunegrid-pi" in out and "finetunegrid-plain" not in out
+    assert "probe-" not in out and not (tmp_path / "results.json").exists()
+    run("--assemble-only")
+    part = json.loads((tmp_path / "results.json").read_text())
+    pending = part["pending"]
+    assert set(pending) == {"finetune-plain", "finetune-ntk", "finetune-yarn",
+                            "finetune-probes", "copy", "passkey", "lm_more_seeds"}
+    assert pending["finetune-plain"].startswith("finetunegrid-plain-")
+    seeds = part["config"]["seeds"]
+    assert sorted((x["arm"], x["seed"]) for x in part["finetune"]) == [
+        ("pi", s) for s in seeds]
+    assert part["copy"] is None and part["probes"] == []
+    # the whole run trains what is missing and nothing else
+    out = run()
+    assert "finetunegrid-pi" not in out and "finetune-pi-" not in out
+    assert "finetunegrid-plain" in out
+    whole = json.loads((tmp_path / "results.json").read_text())
+    assert whole["pending"] == {}
+    assert [x for x in whole["finetune"] if x["arm"] == "pi"] == part["finetune"]
+    assert whole["lm"] == part["lm"] and whole["scaling_matched"] == part["scaling_matched"]
 
 
 def test_chapter_figures_render_the_quick_results(tmp_path, recwarn):

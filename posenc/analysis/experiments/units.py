@@ -228,8 +228,22 @@ class UnitStore:
         return digest(params, code or self.code)
 
     def get(self, key: str, params: dict, code: str | None = None) -> dict | None:
-        """The stored unit ``key`` for these parameters and this code, or ``None``."""
-        return self.units.get(key + "@" + self.digest(params, code))
+        """The stored unit ``key`` for these parameters and this code, or ``None``.
+
+        A unit another process has written to ``write`` since this store was made is found
+        too (``write/<key>.json`` is read again on a miss), so processes that share a unit
+        folder never train the same unit twice in a row."""
+        digest = self.digest(params, code)
+        found = self.units.get(key + "@" + digest)
+        if found is None and not self.jsonl:
+            path = self.write_dir / f"{key}.json"
+            try:
+                u = json.loads(path.read_text())
+            except (OSError, json.JSONDecodeError):
+                return None
+            if isinstance(u, dict) and u.get("key") == key and u.get("digest") == digest:
+                self.units[key + "@" + digest] = found = u
+        return found
 
     def put(self, key: str, params: dict, result: dict, code: str | None = None) -> dict:
         """Store a finished unit now; returns it as read back (string keys, like a cached
