@@ -23,8 +23,10 @@ __all__ = [
     "experiment_gpu_table",
     "experiment_gpu_claims_table",
     "experiment_length_figure",
-    "experiment_buckets_figure",
     "experiment_scaling_figure",
+    "experiment_context_table",
+    "experiment_ablation_figure",
+    "experiment_claims_table",
     "experiment_finetune_figure",
     "experiment_budget_figure",
     "experiment_task_figure",
@@ -89,6 +91,23 @@ add_labels({
     "exp_exact": {"en": "exact match", "zh": "完全正确的比例"},
     "exp_train_range": {"en": "trained on", "zh": "训练范围"},
     "exp_at": {"en": "at", "zh": "长度"},
+    "exp_ft_plain_arm": {"en": "fine-tuned, no scaling", "zh": "微调，不缩放"},
+    "exp_ft_pi_arm": {"en": "fine-tuned with PI", "zh": "用 PI 微调"},
+    "exp_ft_ntk_arm": {"en": "fine-tuned with static NTK", "zh": "用静态 NTK 微调"},
+    "exp_ft_yarn_arm": {"en": "fine-tuned with YaRN", "zh": "用 YaRN 微调"},
+    "exp_head_width": {"en": "head width {h}", "zh": "头维度 {h}"},
+    "exp_base_row": {"en": "base {b}", "zh": "基数 {b}"},
+    "exp_reads": {"en": "reads", "zh": "读入长度"},
+    "exp_far_row": {"en": "{model}, reading {n}", "zh": "{model}，读入 {n}"},
+    "exp_seeds": {"en": "seeds", "zh": "种子数"},
+    "exp_test": {"en": "test", "zh": "检验"},
+    "exp_lower_than_at2": {"en": "{a} at {na} below {b} at {nb}",
+                           "zh": "{a}（长度 {na}）低于{b}（长度 {nb}）"},
+    "exp_budget_row": {"en": "{enc}, {steps} steps", "zh": "{enc}，{steps} 步"},
+    "exp_abl_row": {"en": "RoPE, base {b}, head width {h}", "zh": "RoPE，基数 {b}，头维度 {h}"},
+    "exp_far_suffix": {"en": " (far identifiers)", "zh": "（远处标识符）"},
+    "exp_verdict_holds": {"en": "separated after the correction", "zh": "校正后仍显著"},
+    "exp_verdict_not": {"en": "not separated after the correction", "zh": "校正后不显著"},
 })
 
 
@@ -257,54 +276,73 @@ def experiment_length_figure(results, *, encodings=None, metric="target"):
     return fig
 
 
-def experiment_buckets_figure(results, *, n=None, encodings=None):
-    """Loss per block of positions inside the longest evaluation window (mean over seeds):
-    where along the window each encoding fails."""
+def experiment_scaling_figure(results, *, kinds=("pi", "ntk", "yarn", "llama3")):
+    """The trained RoPE models with each scaling rule applied without training: with one
+    factor for every length (left; the configuration's ``scaling.factor``) and with the
+    factor matched to the length read, s = n / L (right; NTK so applied is dynamic NTK).
+    RoPE as trained and ALiBi in both panels for reference.  95 % t intervals over seeds."""
     _check(results)
-    n = n or max(R.lengths(results))
-    bucket = results["config"]["lm"]["bucket"]
-    fig, ax = new_figure(figsize=(6.4, 4.0))
-    for enc in encodings or results["lm"]["chosen"]:
-        rows = R.buckets(results, enc, n) if R.lm_values(results, enc, n)[0] is not None else []
-        if not rows:
-            continue
-        mean = np.mean(np.array(rows, dtype=float), axis=0)
-        x = (np.arange(mean.size) + 0.5) * bucket
-        ax.plot(x, mean, marker="o", ms=3, lw=1.4, color=_COLORS.get(enc),
-                label=label(f"exp_{enc}"))
-    ax.axvline(results["config"]["lm"]["train_length"], color="0.5", lw=0.8, ls=":")
-    ax.set_xlabel(label("exp_position"))
-    ax.set_ylabel(label("exp_block_loss"))
-    _legend_below(ax)
+    ns = R.lengths(results)
+    fig, axes = new_figure(1, 2, figsize=(6.4, 4.4), sharey=True)
+    for ax, mode in zip(axes, ("fixed", "matched"), strict=True):
+        _errorbars(ax, ns, [R.lm_values(results, "rope", n, seeds=_rope_seeds(results))
+                            for n in ns], color=_ARM_COLORS["none"],
+                   label=label("exp_arm_none"))
+        _errorbars(ax, ns, [R.lm_values(results, "alibi", n) for n in ns],
+                   color="0.3", ls=":", label=label("exp_alibi"))
+        for kind in kinds:
+            _errorbars(ax, ns, [R.scaling_values(results, kind, n, mode=mode) for n in ns],
+                       ls="--", color=_ARM_COLORS.get(kind), label=label(f"exp_arm_{kind}"))
+        _length_axis(ax, results)
+        ax.set_xticks(ns, [str(n) if i % 2 == 0 else "" for i, n in enumerate(ns)])
+        ax.set_title(label(f"exp_mode_{mode}"), fontsize=10)
+    axes[0].set_ylabel(label("exp_target_loss"))
+    handles, labels_ = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels_, fontsize=9, ncols=3, loc="outside lower center",
+               frameon=False)
     return fig
 
 
-def experiment_scaling_figure(results, *, kinds=None):
-    """The trained RoPE model with each scaling rule applied without training."""
+def _rope_seeds(results):
+    """The seeds the scaling arms read (RoPE's first seeds)."""
+    return sorted({r["seed"] for r in results["scaling"]})
+
+
+def experiment_ablation_figure(results):
+    """RoPE with its base varied, at two head widths (the model's width fixed): loss on the
+    fixed targets against evaluation length, one line per base.  95 % t intervals over
+    the ablation's seeds."""
     _check(results)
-    fig, ax = new_figure(figsize=(6.4, 4.0))
+    ab = results["config"]["ablation"]
     ns = R.lengths(results)
-    _errorbars(ax, ns, [R.lm_values(results, "rope", n) for n in ns], color=_ARM_COLORS["none"],
-               label=label("exp_arm_none"))
-    for kind in kinds or results["config"]["scaling"]["types"]:
-        _errorbars(ax, ns, [R.scaling_values(results, kind, n) for n in ns], ls="--",
-                   color=_ARM_COLORS.get(kind), label=label(f"exp_arm_{kind}"))
-    _length_axis(ax, results)
-    ax.set_ylabel(label("exp_target_loss"))
-    _legend_below(ax)
+    fig, axes = new_figure(1, len(ab["head_dims"]), figsize=(6.4, 3.9), sharey=True)
+    colors = ("C1", "C0", "C4")
+    for ax, hd in zip(np.atleast_1d(axes), ab["head_dims"], strict=True):
+        for base, color in zip(ab["bases"], colors, strict=False):
+            _errorbars(ax, ns, [R.ablation_values(results, base, hd, n) for n in ns],
+                       color=color, label=label("exp_base_row").format(b=f"{base:g}"))
+        _length_axis(ax, results)
+        ax.set_xticks(ns, [str(n) if i % 2 == 0 else "" for i, n in enumerate(ns)])
+        ax.set_title(label("exp_head_width").format(h=hd), fontsize=10)
+    np.atleast_1d(axes)[0].set_ylabel(label("exp_target_loss"))
+    np.atleast_1d(axes)[0].legend(fontsize=9, loc="lower right")
     return fig
 
 
 def experiment_finetune_figure(results):
-    """Fine-tuning at the longer length with position interpolation and without it."""
+    """RoPE as trained and after fine-tuning at ``finetune.factor`` times the length, one
+    line per finished arm (no scaling, the control; PI; static NTK; YaRN).  95 % t
+    intervals over seeds."""
     _check(results)
     fig, ax = new_figure(figsize=(6.4, 4.0))
     ns = R.lengths(results)
-    _errorbars(ax, ns, [R.lm_values(results, "rope", n) for n in ns], color="C0",
-               label=label("exp_arm_none"))
-    for arm, color in (("pi", "C4"), ("plain", "C2")):
+    seeds = sorted({r["seed"] for r in results["finetune"]})
+    _errorbars(ax, ns, [R.lm_values(results, "rope", n, seeds=seeds) for n in ns],
+               color="C0", label=label("exp_arm_none"))
+    colors = {"plain": "C2", "pi": "C4", "ntk": "C5", "yarn": "C1"}
+    for arm in R.finetune_arms(results):
         _errorbars(ax, ns, [R.finetune_values(results, arm, n) for n in ns], ls="--",
-                   color=color, label=label(f"exp_ft_{arm}"))
+                   color=colors[arm], label=label(f"exp_ft_{arm}_arm"))
     ft = results["config"]["lm"]["train_length"] * results["config"]["finetune"]["factor"]
     ax.axvline(ft, color="0.5", lw=0.8, ls="-.")
     _length_axis(ax, results)
@@ -315,28 +353,26 @@ def experiment_finetune_figure(results):
 
 def experiment_budget_figure(results):
     """Test loss at the training length and at the longest length against training steps
-    (seed 0), for the encodings of the budget runs."""
+    (half, once and twice the protocol's), every encoding at its tuned setting, mean and
+    95 % t interval over the budget study's seeds."""
     _check(results)
     lm = results["config"]["lm"]
     ns = (lm["train_length"], max(R.lengths(results)))
-    fig, axes = new_figure(1, 2, figsize=(6.4, 3.6), sharex=True)
+    steps = R.budget_steps(results)
+    fig, axes = new_figure(1, 2, figsize=(6.4, 4.2), sharex=True)
     for ax, n in zip(axes, ns, strict=True):
         for enc in results["config"]["budget"]["encodings"]:
-            pts = [(r["steps"], r["test"][str(n)]["target"]) for r in results["budget"]
-                   if r["encoding"] == enc]
-            main = next(r for r in results["lm"]["runs"] if r["encoding"] == enc
-                        and r["seed"] == results["config"]["seeds"][0])
-            pts.append((main["steps"], main["test"][str(n)]["target"]))
-            x, y = np.array(sorted(pts)).T
-            ax.plot(x, y, marker="o", ms=3.5, lw=1.4, color=_COLORS.get(enc),
-                    label=label(f"exp_{enc}"))
+            _errorbars(ax, steps, [R.budget_values(results, enc, st, n) for st in steps],
+                       color=_COLORS.get(enc), label=label(f"exp_{enc}"))
         ax.set_xscale("log", base=2)
-        ax.set_xticks(x, [f"{int(v)}" for v in x])
+        ax.set_xticks(steps, [str(v) for v in steps])
         ax.minorticks_off()
         ax.set_title(f"{label('exp_at')} {n}", fontsize=10)
         ax.set_xlabel(label("exp_steps"))
     axes[0].set_ylabel(label("exp_target_loss"))
-    axes[0].legend(fontsize=9)
+    handles, labels_ = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels_, fontsize=9, ncols=3, loc="outside lower center",
+               frameon=False)
     return fig
 
 
@@ -397,28 +433,43 @@ def experiment_table(results, *, metric="target"):
 
 
 def experiment_tuning_table(results):
-    """The seed-0 grid: validation loss for each learning rate (embedding scale 1) and for
-    each embedding scale at the best rate, with the test loss at the training length and at
-    the longest length for the two scales, and the rates tried past the grid's edge; the
-    chosen setting is marked ✓."""
+    """The joint tuning grid on seed 0: validation loss for every learning rate (rows) and
+    embedding scale (columns) of each encoding, the chosen pair marked ✓; "–" where the
+    pair was not trained (the grid grows past an edge only where an optimum lands)."""
     _check(results)
-    lm = results["config"]["lm"]
-    ns = (lm["train_length"], max(R.lengths(results)))
-    header = [label("exp_encoding"), label("exp_lr"), label("exp_scale"), label("exp_valid")]
-    header += [f"{label('exp_at')} {n}" for n in ns]
+    grid = results["lm"]["grid"]
+    scales = sorted({g["embed_scale"] for g in grid})
+    header = [label("exp_encoding"), label("exp_lr")] + [
+        f"{label('exp_scale')} {sc:g}" for sc in scales]
     rows = []
-    for g in [*results["lm"]["grid"], *results.get("lm_edge", [])]:
-        ch = results["lm"]["chosen"][g["encoding"]]
-        mark = " ✓" if (g["lr"], g["embed_scale"]) == (ch["lr"], ch["embed_scale"]) else ""
-        tests = []
-        for n in ns:
-            v = g["test"].get(str(n)) if "test" in g else None
-            tests.append("–" if v is None else f"{v['target']:.3f}")
-        rows.append([label(f"exp_{g['encoding']}"), f"{g['lr']:g}", f"{g['embed_scale']:g}",
-                     f"{g['valid']:.3f}{mark}", *tests])
-    order = {enc: i for i, enc in enumerate(results["lm"]["chosen"])}
-    names = {label(f"exp_{enc}"): enc for enc in order}
-    rows.sort(key=lambda r: (order[names[r[0]]], float(r[1]), float(r[2])))
+    for enc, ch in results["lm"]["chosen"].items():
+        cells = {(g["lr"], g["embed_scale"]): g["valid"] for g in grid if g["encoding"] == enc}
+        for lr in sorted({k[0] for k in cells}):
+            row = [label(f"exp_{enc}"), f"{lr:g}"]
+            for sc in scales:
+                v = cells.get((lr, sc))
+                mark = " ✓" if (lr, sc) == (ch["lr"], ch["embed_scale"]) else ""
+                row.append("–" if v is None else f"{v:.3f}{mark}")
+            rows.append(row)
+    return BookTable(header, rows, stack=True)
+
+
+def experiment_context_table(results):
+    """Loss on the far-identifier targets (bytes whose identifier last occurred more than
+    ``far_targets.gap`` bytes back): every encoding at each length it can read, and the
+    reference models trained at a longer length, reading their own length; mean ± half
+    the 95 % interval over seeds."""
+    _check(results)
+    ns = R.lengths(results)
+    header = [label("exp_model")] + [str(n) for n in ns]
+    rows = [[label(f"exp_{enc}")] + [_cell(R.summarise(R.lm_values(results, enc, n, "far")))
+                                     for n in ns]
+            for enc in results["lm"]["chosen"]]
+    refs = sorted({(r["encoding"], r["train_length"]) for r in results["references"]})
+    for enc, tl in refs:
+        rows.append([label("exp_trained_at_row").format(enc=label(f"exp_{enc}"), n=tl)]
+                    + [_cell(R.summarise(R.reference_values(results, enc, tl, n, "far")))
+                       if n >= tl else "–" for n in ns])
     return BookTable(header, rows, stack=True)
 
 
@@ -436,6 +487,46 @@ def _spaced(text: str) -> str:
 
     text = re.sub(r"([\u4e00-\u9fff])([A-Za-z0-9])", r"\1 \2", text)
     return re.sub(r"([A-Za-z0-9])([\u4e00-\u9fff])", r"\1 \2", text)
+
+
+def _cpu_label(spec):
+    kind = spec[0]
+    if kind == "lm":
+        return label(f"exp_{spec[1]}")
+    if kind == "scale":
+        return label("exp_rule_paren").format(rule=label(f"exp_arm_{spec[1]}"),
+                                              mode=label(f"exp_mode_{spec[2]}"))
+    if kind == "ref":
+        return label("exp_trained_at_row").format(enc=label(f"exp_{spec[1]}"), n=spec[2])
+    if kind == "abl":
+        return label("exp_abl_row").format(b=f"{spec[1]:g}", h=spec[2])
+    if kind == "budget":
+        return label("exp_budget_row").format(enc=label(f"exp_{spec[1]}"), steps=spec[2])
+    return label(f"exp_ft_{spec[1]}_arm")
+
+
+def experiment_claims_table(results, *, n_boot=2000):
+    """Every claim the chapter makes on the CPU tier (:func:`report.claims`): the mean
+    difference with its two-level bootstrap interval (seeds and test files), the seeds it
+    rests on, the paired t test's p and its Holm-adjusted p over the whole family, and
+    whether it holds (✓) or not (✗)."""
+    claims = R.claims(results, n_boot=n_boot)
+    header = [label("exp_claim"), label("exp_diff"), label("exp_seeds"), label("exp_p"),
+              label("exp_p_holm"), label("exp_holds")]
+    rows = []
+    for c in claims:
+        if isinstance(c["length"], tuple):
+            text = label("exp_lower_than_at2").format(a=_cpu_label(c["a"]), na=c["length"][0],
+                                                      b=_cpu_label(c["b"]), nb=c["length"][1])
+        else:
+            text = label("exp_lower_than").format(a=_cpu_label(c["a"]), b=_cpu_label(c["b"]),
+                                                  n=c["length"])
+        if c["metric"] == "far":
+            text += label("exp_far_suffix")
+        rows.append([_spaced(text), f"{c['mean']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]",
+                     str(len(c["seeds"])), f"{c['p']:.4f}", f"{c['p_holm']:.4f}",
+                     "✓" if c["holds"] else "✗"])
+    return BookTable(header, rows, align="lrrrrr", stack=True)
 
 
 def experiment_gpu_claims_table(results):

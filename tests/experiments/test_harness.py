@@ -470,6 +470,7 @@ def test_split_processes_key_units_as_a_whole_run_and_assembly_names_what_is_pen
 
 def test_chapter_figures_render_the_quick_results(tmp_path, recwarn):
     import posenc.figures as pf
+    from posenc.analysis.experiments import report as R
 
     subprocess.run([sys.executable, str(ROOT / "experiments" / "run.py"), "--quick",
                     "--no-progress", "--out", str(tmp_path)], cwd=ROOT, check=True,
@@ -479,15 +480,18 @@ def test_chapter_figures_render_the_quick_results(tmp_path, recwarn):
         pf.set_language(lang)
         try:
             figs = [pf.experiment_length_figure(r), pf.experiment_length_figure(r, metric="window"),
-                    pf.experiment_buckets_figure(r), pf.experiment_scaling_figure(r),
+                    pf.experiment_scaling_figure(r), pf.experiment_ablation_figure(r),
                     pf.experiment_finetune_figure(r), pf.experiment_task_figure(r, "copy"),
-                    pf.experiment_task_figure(r, "passkey"), pf.experiment_curves_figure(r)]
+                    pf.experiment_task_figure(r, "passkey"), pf.experiment_curves_figure(r),
+                    pf.experiment_budget_figure(r)]
             for fig in figs:
                 png = fig._repr_png_()
                 assert (png[0] if isinstance(png, tuple) else png)[:4] == b"\x89PNG"
-                assert fig.axes[0].get_legend() is not None
-            budget = pf.experiment_budget_figure(r)
-            assert len(budget.axes) == 2
+                assert fig.legends or fig.axes[0].get_legend() is not None
+            assert len(figs[2].axes) == 2 and len(figs[-1].axes) == 2
+            assert str(pf.experiment_context_table(r)).count(" ± ") > 0
+            claims = pf.experiment_claims_table(r, n_boot=100)
+            assert len(claims.rows) == len(R.claim_family(r)) > 0
             table = str(pf.experiment_table(r))
             assert table.count("\n") == 1 + len(ENCODINGS)  # header, rule, one row each
             assert " ± " in table

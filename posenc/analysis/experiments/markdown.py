@@ -79,8 +79,11 @@ def write_markdown(results: dict) -> str:
         f"{results['unit_seconds'] / 60:.0f} min of compute in all (each unit is cached, so "
         f"a resumed run's wall time is shorter). Corpus: {c['package']} {c['version']}, test "
         f"{c['test']['files']} files / {c['test']['bytes']} bytes (sha256 "
-        f"{c['test']['sha256'][:12]}...). Seeds {results['config']['seeds']}; mean and 95 % "
-        "t interval over seeds.",
+        f"{c['test']['sha256'][:12]}...). Seeds {results['config']['seeds']} (and "
+        f"{(results['config'].get('lm_more_seeds') or {}).get('seeds', [])} for "
+        f"{', '.join((results['config'].get('lm_more_seeds') or {}).get('encodings', []))}); "
+        "mean and 95 % t interval over seeds. Not finished: "
+        f"{', '.join(sorted(results.get('pending') or {})) or 'nothing'}.",
         "",
         "## Language modelling: loss on the fixed target bytes (nats/byte)",
         "",
@@ -92,7 +95,8 @@ def write_markdown(results: dict) -> str:
     for enc in ENCODINGS:
         cells = []
         for n in lengths:
-            vals = _by_seed(lm["runs"], lambda x, e=enc: x["encoding"] == e,
+            vals = _by_seed(lm["runs"] + results.get("lm_more_seeds", []),
+                            lambda x, e=enc: x["encoding"] == e,
                             lambda x, n=n: x["test"][str(n)])
             if any(v is None for v in vals):
                 cells.append("n/a")

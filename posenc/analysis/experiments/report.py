@@ -1,4 +1,4 @@
-"""Read numbers out of ``experiments/results.json`` (schema 2): per-seed values, summaries with
+"""Read numbers out of ``experiments/results.json`` (schema 3): per-seed values, summaries with
 95 % intervals, and paired comparisons.  Pure Python: the chapter and its tests use these
 without importing PyTorch.
 
@@ -9,19 +9,26 @@ unless ``metric`` says otherwise (``"window"``: the mean over every position of 
 
 from __future__ import annotations
 
+import numpy as np
+
 from . import stats
 
-SCHEMA = 2
+SCHEMA = 3
+
+#: the sections every results file has (a section not finished is named in ``pending``)
+SECTIONS = ("provenance", "config", "corpus", "chunks", "lm", "scaling", "scaling_matched",
+            "references", "ablation", "budget", "finetune", "finetune_grid", "finetune_rates",
+            "probes", "copy", "passkey", "lm_more_seeds", "far_targets", "pending")
+METRICS = ("target", "far", "window")
 
 
 def check(results) -> None:
-    """Raise ``ValueError`` unless ``results`` is a schema-2 results dict."""
+    """Raise ``ValueError`` unless ``results`` is a schema-3 results dict."""
     if not isinstance(results, dict) or results.get("schema") != SCHEMA:
         got = results.get("schema") if isinstance(results, dict) else type(results).__name__
         raise ValueError(f"results must be an experiments/results.json dict with schema "
                          f"{SCHEMA}, got schema {got!r}")
-    for key in ("provenance", "config", "corpus", "lm", "scaling", "finetune", "budget",
-                "copy", "passkey"):
+    for key in SECTIONS:
         if key not in results:
             raise ValueError(f"results must have a {key!r} entry")
 
@@ -31,45 +38,140 @@ def lengths(results) -> list[int]:
     return [lm["train_length"] * f for f in lm["eval_factors"]]
 
 
-def _pick(rows, metric, n):
-    out = []
+def _metric(metric: str) -> str:
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    return metric
+
+
+def _by_seed(rows, metric: str, n: int) -> dict:
+    """``{seed: value}`` of ``rows`` at length ``n`` (``None`` where a model cannot read
+    ``n`` positions)."""
+    _metric(metric)
+    out = {}
     for r in sorted(rows, key=lambda r: r["seed"]):
-        v = r["test"][str(n)]
-        out.append(None if v is None else v[metric])
+        v = r["test"].get(str(n))
+        out[r["seed"]] = None if v is None else v[metric]
     return out
 
 
-def lm_values(results, encoding: str, n: int, metric: str = "target") -> list:
-    """Per-seed loss of ``encoding`` (trained, tuned setting) at length ``n``; ``None`` where
-    the model cannot read ``n`` positions."""
-    rows = [r for r in results["lm"]["runs"] if r["encoding"] == encoding]
-    if not rows:
-        raise ValueError(f"encoding must be one of the trained encodings, got {encoding!r}")
-    return _pick(rows, metric, n)
+def _values(by_seed: dict, seeds) -> list:
+    if seeds is None:
+        return list(by_seed.values())
+    missing = [s for s in seeds if s not in by_seed]
+    if missing:
+        raise ValueError(f"seeds must be seeds the file has ({sorted(by_seed)}), got "
+                         f"{missing}")
+    return [by_seed[s] for s in seeds]
 
 
-def scaling_values(results, kind: str, n: int, metric: str = "target") -> list:
-    """Per-seed loss of the trained RoPE model with scaling ``kind`` applied at length ``n``."""
-    rows = [r for r in results["scaling"] if r["kind"] == kind]
+def lm_rows(results, encoding: str) -> list[dict]:
+    """Every trained language model of ``encoding`` at its tuned setting: seed 0 and the
+    protocol's seeds, and the extra seeds of ``lm_more_seeds``."""
+    rows = [r for r in results["lm"]["runs"] + results["lm_more_seeds"]
+            if r["encoding"] == encoding]
     if not rows:
-        raise ValueError(f"kind must be one of {sorted({r['kind'] for r in results['scaling']})}"
-                         f", got {kind!r}")
-    return _pick(rows, metric, n)
+        raise ValueError(f"encoding must be one of the trained encodings "
+                         f"{sorted(results['lm']['chosen'])}, got {encoding!r}")
+    return sorted(rows, key=lambda r: r["seed"])
+
+
+def lm_seeds(results, encoding: str) -> list[int]:
+    return [r["seed"] for r in lm_rows(results, encoding)]
+
+
+def lm_values(results, encoding: str, n: int, metric: str = "target", *,
+              seeds=None) -> list:
+    """Per-seed loss of ``encoding`` (trained, tuned setting) at length ``n``, in seed
+    order (every seed the file has, or ``seeds``); ``None`` where the model cannot read
+    ``n`` positions."""
+    return _values(_by_seed(lm_rows(results, encoding), metric, n), seeds)
+
+
+def scaling_values(results, kind: str, n: int, metric: str = "target", *,
+                   mode: str = "fixed") -> list:
+    """Per-seed loss of the trained RoPE models with scaling ``kind`` applied without
+    training at length ``n``: ``mode`` "fixed" (one factor for every length) or "matched"
+    (factor n / L; up to L nothing changes, so the value is RoPE's own)."""
+    if mode not in ("fixed", "matched"):
+        raise ValueError(f"mode must be 'fixed' or 'matched', got {mode!r}")
+    section = results["scaling" if mode == "fixed" else "scaling_matched"]
+    rows = [r for r in section if r["kind"] == kind]
+    if not rows:
+        raise ValueError(f"kind must be one of {sorted({r['kind'] for r in section})} "
+                         f"(mode {mode!r}), got {kind!r}")
+    if mode == "matched" and n <= results["config"]["lm"]["train_length"]:
+        seeds = [r["seed"] for r in rows]
+        return lm_values(results, "rope", n, metric, seeds=sorted(seeds))
+    return list(_by_seed(rows, metric, n).values())
+
+
+def reference_values(results, encoding: str, train_length: int, n: int,
+                     metric: str = "target") -> list:
+    """Per-seed loss of the reference ``encoding`` model trained at ``train_length``."""
+    rows = [r for r in results["references"]
+            if r["encoding"] == encoding and r["train_length"] == train_length]
+    if not rows:
+        have = sorted({(r["encoding"], r["train_length"]) for r in results["references"]})
+        raise ValueError(f"encoding and train_length must name a reference model, got "
+                         f"{(encoding, train_length)!r}; the file has {have}")
+    return list(_by_seed(rows, metric, n).values())
+
+
+def ablation_values(results, base: float, head_dim: int, n: int,
+                    metric: str = "target") -> list:
+    """Per-seed loss of RoPE with ``base`` and head width ``head_dim`` (the protocol's own
+    base and head width are the main runs, over the ablation's seeds)."""
+    seeds = results["config"]["ablation"]["seeds"]
+    model = results["config"]["model"]
+    if float(base) == 1e4 and head_dim == model["d_model"] // model["n_heads"]:
+        return lm_values(results, "rope", n, metric, seeds=seeds)
+    rows = [r for r in results["ablation"]
+            if r["rope_base"] == float(base) and r["head_dim"] == head_dim]
+    if not rows:
+        have = sorted({(r["rope_base"], r["head_dim"]) for r in results["ablation"]})
+        raise ValueError(f"base and head_dim must name an ablation arm, got "
+                         f"{(base, head_dim)!r}; the file has {have}")
+    return list(_by_seed(rows, metric, n).values())
+
+
+def budget_values(results, encoding: str, steps: int, n: int,
+                  metric: str = "target") -> list:
+    """Per-seed loss of ``encoding`` trained for ``steps`` (the protocol's own steps are
+    the main runs, over the budget study's seeds)."""
+    seeds = results["config"]["budget"]["seeds"]
+    if steps == results["config"]["lm"]["steps"]:
+        return lm_values(results, encoding, n, metric, seeds=seeds)
+    rows = [r for r in results["budget"] if r["encoding"] == encoding and r["steps"] == steps]
+    if not rows:
+        have = sorted({(r["encoding"], r["steps"]) for r in results["budget"]})
+        raise ValueError(f"encoding and steps must name a budget run, got "
+                         f"{(encoding, steps)!r}; the file has {have}")
+    return list(_by_seed(rows, metric, n).values())
+
+
+def budget_steps(results) -> list[int]:
+    return sorted({r["steps"] for r in results["budget"]} | {results["config"]["lm"]["steps"]})
+
+
+def finetune_arms(results) -> list[str]:
+    """The fine-tuning arms whose every seed is finished (in the protocol's order)."""
+    done = {r["arm"] for r in results["finetune"]}
+    return [a for a in results["config"]["finetune"]["arms"] if a in done]
 
 
 def finetune_values(results, arm: str, n: int, metric: str = "target") -> list:
-    """Per-seed loss after fine-tuning at the longer length, ``arm`` "pi" or "plain"."""
+    """Per-seed loss after fine-tuning at the longer length with ``arm``."""
     rows = [r for r in results["finetune"] if r["arm"] == arm]
     if not rows:
-        raise ValueError(f"arm must be 'pi' or 'plain', got {arm!r}")
-    return _pick(rows, metric, n)
+        raise ValueError(f"arm must be a finished fine-tuning arm {finetune_arms(results)}, "
+                         f"got {arm!r}")
+    return list(_by_seed(rows, metric, n).values())
 
 
 def buckets(results, encoding: str, n: int) -> list[list[float]]:
     """Per-seed losses per block of positions at length ``n`` (each a list over blocks)."""
-    rows = sorted((r for r in results["lm"]["runs"] if r["encoding"] == encoding),
-                  key=lambda r: r["seed"])
-    return [r["test"][str(n)]["buckets"] for r in rows]
+    return [r["test"][str(n)]["buckets"] for r in lm_rows(results, encoding)]
 
 
 def task_values(results, task: str, encoding: str, key: int, metric: str = "exact",
@@ -80,6 +182,9 @@ def task_values(results, task: str, encoding: str, key: int, metric: str = "exac
         raise ValueError(f"task must be 'copy' or 'passkey', got {task!r}")
     if metric not in ("exact", "symbol"):
         raise ValueError(f"metric must be 'exact' or 'symbol', got {metric!r}")
+    if results[task] is None:
+        raise ValueError(f"task {task!r} is not finished in this file (pending: "
+                         f"{results['pending'].get(task)})")
     rows = sorted((r for r in results[task]["runs"] if r["encoding"] == encoding),
                   key=lambda r: r["seed"])
     out: list = []
@@ -93,6 +198,177 @@ def task_values(results, task: str, encoding: str, key: int, metric: str = "exac
             out.append(sum(d[metric] for d in v.values()) / len(v))
         else:
             out.append(v[str(depth)][metric])
+    return out
+
+
+# -- the chapter's family of claims -------------------------------------------------------
+
+def _series_rows(results, spec) -> list[dict]:
+    """The stored runs a claim's side names: ``("lm", enc)``, ``("scale", kind, mode)``,
+    ``("ref", enc, train_length)``, ``("abl", base, head_dim)``, ``("budget", enc, steps)``
+    or ``("ft", arm)``."""
+    kind = spec[0]
+    if kind == "lm":
+        return lm_rows(results, spec[1])
+    if kind == "scale":
+        section = results["scaling" if spec[2] == "fixed" else "scaling_matched"]
+        return [r for r in section if r["kind"] == spec[1]]
+    if kind == "ref":
+        return [r for r in results["references"]
+                if r["encoding"] == spec[1] and r["train_length"] == spec[2]]
+    if kind == "abl":
+        model = results["config"]["model"]
+        if float(spec[1]) == 1e4 and spec[2] == model["d_model"] // model["n_heads"]:
+            return lm_rows(results, "rope")
+        return [r for r in results["ablation"]
+                if r["rope_base"] == float(spec[1]) and r["head_dim"] == spec[2]]
+    if kind == "budget":
+        if spec[2] == results["config"]["lm"]["steps"]:
+            return lm_rows(results, spec[1])
+        return [r for r in results["budget"]
+                if r["encoding"] == spec[1] and r["steps"] == spec[2]]
+    if kind == "ft":
+        return [r for r in results["finetune"] if r["arm"] == spec[1]]
+    raise ValueError(f"spec must start with lm, scale, ref, abl, budget or ft, got {spec!r}")
+
+
+def _chunk(v) -> float:
+    """A chunk's loss: a number, or a far-identifier ``[sum, count]`` (NaN for no bytes)."""
+    if isinstance(v, list):
+        return v[0] / v[1] if v[1] else float("nan")
+    return float("nan") if v is None else float(v)
+
+
+def paired_chunks(results, a, b, n, metric: str = "target"):
+    """The per-chunk differences ``a - b`` at length ``n`` (or ``(n_a, n_b)``: each side
+    reading its own length, the same target bytes), seed by seed over the seeds both sides
+    have: a ``(seeds, chunks)`` array (chunks where either side has no value, e.g. a chunk
+    without far-identifier bytes, dropped), the file of each chunk kept, and the seeds."""
+    n_a, n_b = n if isinstance(n, tuple) else (n, n)
+    key = {"target": "chunks", "far": "far_chunks"}.get(_metric(metric))
+    if key is None:
+        raise ValueError("paired chunks exist for the 'target' and 'far' metrics only")
+    ra = {r["seed"]: r for r in _series_rows(results, a)}
+    rb = {r["seed"]: r for r in _series_rows(results, b)}
+    seeds = sorted(set(ra) & set(rb))
+    if len(seeds) < 2:
+        raise ValueError(f"a and b must share at least two seeds, got {seeds} for {a}, {b}")
+    rows = []
+    for s in seeds:
+        va, vb = ra[s]["test"].get(str(n_a)), rb[s]["test"].get(str(n_b))
+        if va is None or vb is None:
+            raise ValueError(f"both sides must read their length {n}: {a} or {b} cannot")
+        rows.append([_chunk(x) - _chunk(y) for x, y in zip(va[key], vb[key], strict=True)])
+    x = np.asarray(rows, dtype=float)
+    keep = np.isfinite(x).all(axis=0)
+    files = np.asarray(results["chunks"]["files_of_chunks"])[keep]
+    return x[:, keep], files, seeds
+
+
+def claim_family(results) -> list[tuple]:
+    """The chapter's claims, each ``(name, a, b, length, metric)``: "``a`` is lower than
+    ``b`` at ``length``" (a pair of lengths: each side reads its own).  Every sentence of the chapter that ranks two models is one of
+    these; a claim whose data is not finished yet (a fine-tuning arm) is left out."""
+    cfg = results["config"]
+    L = cfg["lm"]["train_length"]
+    top = max(lengths(results))
+    steps = cfg["lm"]["steps"]
+    more = max(budget_steps(results))
+    head = cfg["model"]["d_model"] // cfg["model"]["n_heads"]
+    fam = [
+        # the order at the training length
+        ("L_rope_t5", ("lm", "rope"), ("lm", "t5"), L, "target"),
+        ("L_t5_alibi", ("lm", "t5"), ("lm", "alibi"), L, "target"),
+        ("L_alibi_learned", ("lm", "alibi"), ("lm", "learned"), L, "target"),
+        ("L_learned_sin", ("lm", "learned"), ("lm", "sinusoidal"), L, "target"),
+        ("L_sin_nope", ("lm", "sinusoidal"), ("lm", "nope"), L, "target"),
+        # past it
+        ("2L_t5_alibi", ("lm", "t5"), ("lm", "alibi"), 2 * L, "target"),
+        ("4L_alibi_t5", ("lm", "alibi"), ("lm", "t5"), 4 * L, "target"),
+        ("2L_nope_rope", ("lm", "nope"), ("lm", "rope"), 2 * L, "target"),
+        ("top_sin_rope", ("lm", "sinusoidal"), ("lm", "rope"), top, "target"),
+        ("top_nope_t5", ("lm", "nope"), ("lm", "t5"), top, "target"),
+        ("top_alibi_nope", ("lm", "alibi"), ("lm", "nope"), top, "target"),
+        # scaling without training: a factor matched to the length against one factor
+        *[(f"2L_{k}_matched_fixed", ("scale", k, "matched"), ("scale", k, "fixed"), 2 * L,
+           "target") for k in ("pi", "yarn", "llama3")],
+        ("2L_yarn_matched_alibi", ("scale", "yarn", "matched"), ("lm", "alibi"), 2 * L,
+         "target"),
+        ("2L_llama3_matched_alibi", ("scale", "llama3", "matched"), ("lm", "alibi"), 2 * L,
+         "target"),
+        ("4L_alibi_yarn_matched", ("lm", "alibi"), ("scale", "yarn", "matched"), 4 * L,
+         "target"),
+        ("L_rope_ntk_fixed", ("lm", "rope"), ("scale", "ntk", "fixed"), L, "target"),
+        ("L_rope_yarn_fixed", ("lm", "rope"), ("scale", "yarn", "fixed"), L, "target"),
+        # context: the models trained at L reading L bytes against models trained at 4L
+        # reading 4L, on the same far-identifier targets (is the longer history worth
+        # anything to a model trained to use it?)
+        ("ctx_rope_ref", ("lm", "rope"), ("ref", "rope", 4 * L), (L, 4 * L), "far"),
+        ("ctx_alibi_ref", ("lm", "alibi"), ("ref", "alibi", 4 * L), (L, 4 * L), "far"),
+        # the RoPE ablation: a shorter base fails less at twice the length
+        ("abl_500_1e4_h16", ("abl", 500.0, 16), ("abl", 1e4, 16), 2 * L, "target"),
+        ("abl_1e4_1e6_h16", ("abl", 1e4, 16), ("abl", 1e6, 16), 2 * L, "target"),
+        # the budget: what more training changes
+        ("budget_rope_L", ("budget", "rope", more), ("budget", "rope", steps), L, "target"),
+        ("budget_t5_top", ("budget", "t5", more), ("budget", "t5", steps), top, "target"),
+        ("budget_t5_nope_top", ("budget", "t5", more), ("budget", "nope", more), top,
+         "target"),
+    ]
+    arms = finetune_arms(results)
+    fam = [c for c in fam if _testable(results, c, head)]
+    n_ft = L * int(cfg["finetune"]["factor"])
+    if "plain" in arms:
+        fam.append(("ft_plain_rope", ("ft", "plain"), ("lm", "rope"), n_ft, "target"))
+    for arm in ("pi", "ntk", "yarn"):
+        if arm in arms and "plain" in arms:
+            fam.append((f"ft_{arm}_plain", ("ft", arm), ("ft", "plain"), n_ft, "target"))
+    return fam
+
+
+def _testable(results, claim, head: int) -> bool:
+    """Whether the configuration has both sides of ``claim`` at its lengths, with at least
+    two seeds each (a smaller tier, such as ``--quick``, has fewer arms and lengths)."""
+    cfg = results["config"]
+    n = claim[3] if isinstance(claim[3], tuple) else (claim[3],)
+    if not set(n) <= set(lengths(results)):
+        return False
+    for spec in claim[1:3]:
+        if spec[0] == "abl":
+            ab = cfg["ablation"]
+            base_ok = float(spec[1]) in map(float, ab["bases"])
+            main = float(spec[1]) == 1e4 and spec[2] == head
+            if not (main or (base_ok and spec[2] in ab["head_dims"])) or len(ab["seeds"]) < 2:
+                return False
+        if spec[0] == "budget" and (len(cfg["budget"].get("seeds", [0])) < 2
+                                    or spec[1] not in cfg["budget"]["encodings"]):
+            return False
+        if spec[0] == "ref" and (len(cfg["references"]["seeds"]) < 2
+                                 or spec[1] not in cfg["references"]["encodings"]):
+            return False
+    return True
+
+
+def claims(results, *, n_boot: int = 2000) -> list[dict]:
+    """Every claim of :func:`claim_family`, tested: the mean difference ``a - b`` (nats per
+    byte) over the seeds both sides have, the two-level bootstrap interval over seeds and
+    test files (:func:`stats.bootstrap`, chunks of one file resampled together), the paired
+    t test over seeds and its Holm-adjusted p over the whole family (:func:`stats.holm`).
+    ``holds``: the difference is negative, its bootstrap interval excludes zero and the
+    adjusted p is below 0.05."""
+    check(results)
+    out = []
+    for name, a, b, n, metric in claim_family(results):
+        x, files, seeds = paired_chunks(results, a, b, n, metric)
+        va = [float(v) for v in x.mean(axis=1)]
+        boot = stats.bootstrap(x, n_boot=n_boot, groups=files)
+        zeros = [0.0] * len(va)
+        out.append({"name": name, "a": a, "b": b, "length": n, "metric": metric,
+                    "seeds": seeds, "mean": boot["mean"], "lo": boot["lo"],
+                    "hi": boot["hi"], "p": stats.paired_t_pvalue(va, zeros),
+                    "sd_seeds": stats.summary(va)["sd"]})
+    for c, q in zip(out, stats.holm([c["p"] for c in out]), strict=True):
+        c["p_holm"] = q
+        c["holds"] = c["mean"] < 0 and c["hi"] < 0 and q < 0.05
     return out
 
 
