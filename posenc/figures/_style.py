@@ -504,6 +504,25 @@ def _fit_words(fig, min_pt):
             fig.legend(handles, words, loc=places.pop(0), ncols=1, fontsize=size,
                        frameon=frame)
             fig.draw_without_rendering()
+    for legend in list(fig.legends):  # a figure legend under or over the panels, wider
+        # than the figure: re-made with fewer columns until it fits (the layout grows)
+        side = getattr(legend, "_outside_loc", None)
+        ncols = legend._ncols
+        while side in ("lower", "upper") and ncols > 1 and \
+                legend.get_window_extent(renderer).width > room:
+            ncols -= 1
+            handles, words = legend.legend_handles, [t.get_text() for t in legend.texts]
+            size = max(legend.prop.get_size_in_points(), min_pt)
+            frame = legend.get_frame_on()
+            old_h = legend.get_window_extent(renderer).height
+            legend.remove()
+            legend = fig.legend(handles, words, loc=f"outside {side} center", ncols=ncols,
+                                fontsize=size, frameon=frame)
+            fig.draw_without_rendering()
+            grow = (legend.get_window_extent(renderer).height - old_h) / fig.dpi
+            width_in, height_in = fig.get_size_inches()
+            fig.set_size_inches(width_in, height_in + max(grow, 0.0))
+            fig.draw_without_rendering()
     legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes
                                    if ax.get_legend() is not None]
     ylabels = {id(ax.yaxis.label): ax for ax in fig.axes}

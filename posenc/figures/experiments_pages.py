@@ -283,7 +283,7 @@ def experiment_scaling_figure(results, *, kinds=("pi", "ntk", "yarn", "llama3"))
     RoPE as trained and ALiBi in both panels for reference.  95 % t intervals over seeds."""
     _check(results)
     ns = R.lengths(results)
-    fig, axes = new_figure(1, 2, figsize=(6.4, 4.4), sharey=True)
+    fig, axes = new_figure(1, 2, figsize=(6.4, 4.4))
     for ax, mode in zip(axes, ("fixed", "matched"), strict=True):
         _errorbars(ax, ns, [R.lm_values(results, "rope", n, seeds=_rope_seeds(results))
                             for n in ns], color=_ARM_COLORS["none"],
@@ -296,11 +296,31 @@ def experiment_scaling_figure(results, *, kinds=("pi", "ntk", "yarn", "llama3"))
         _length_axis(ax, results)
         ax.set_xticks(ns, [str(n) if i % 2 == 0 else "" for i, n in enumerate(ns)])
         ax.set_title(label(f"exp_mode_{mode}"), fontsize=10)
+    _same_y(axes)
     axes[0].set_ylabel(label("exp_target_loss"))
     handles, labels_ = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels_, fontsize=9, ncols=3, loc="outside lower center",
                frameon=False)
     return fig
+
+
+def _base_text(base) -> str:
+    """A RoPE base as a reader writes it: 500, 10⁴, 10⁶."""
+    import math
+
+    exp = round(math.log10(base))
+    if base >= 1e4 and math.isclose(base, 10.0 ** exp):
+        return "10" + str(exp).translate(str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹"))
+    return f"{base:g}"
+
+
+def _same_y(axes):
+    """One y range for side-by-side panels, each keeping its own tick labels (a phone
+    stacks the panels, where a shared axis would leave the lower one unlabelled)."""
+    lo = min(ax.get_ylim()[0] for ax in axes)
+    hi = max(ax.get_ylim()[1] for ax in axes)
+    for ax in axes:
+        ax.set_ylim(lo, hi)
 
 
 def _rope_seeds(results):
@@ -315,15 +335,16 @@ def experiment_ablation_figure(results):
     _check(results)
     ab = results["config"]["ablation"]
     ns = R.lengths(results)
-    fig, axes = new_figure(1, len(ab["head_dims"]), figsize=(6.4, 3.9), sharey=True)
+    fig, axes = new_figure(1, len(ab["head_dims"]), figsize=(6.4, 3.9))
     colors = ("C1", "C0", "C4")
     for ax, hd in zip(np.atleast_1d(axes), ab["head_dims"], strict=True):
         for base, color in zip(ab["bases"], colors, strict=False):
             _errorbars(ax, ns, [R.ablation_values(results, base, hd, n) for n in ns],
-                       color=color, label=label("exp_base_row").format(b=f"{base:g}"))
+                       color=color, label=label("exp_base_row").format(b=_base_text(base)))
         _length_axis(ax, results)
         ax.set_xticks(ns, [str(n) if i % 2 == 0 else "" for i, n in enumerate(ns)])
         ax.set_title(label("exp_head_width").format(h=hd), fontsize=10)
+    _same_y(np.atleast_1d(axes))
     np.atleast_1d(axes)[0].set_ylabel(label("exp_target_loss"))
     np.atleast_1d(axes)[0].legend(fontsize=9, loc="lower right")
     return fig
@@ -499,10 +520,15 @@ def _cpu_label(spec):
     if kind == "ref":
         return label("exp_trained_at_row").format(enc=label(f"exp_{spec[1]}"), n=spec[2])
     if kind == "abl":
-        return label("exp_abl_row").format(b=f"{spec[1]:g}", h=spec[2])
+        return label("exp_abl_row").format(b=_base_text(spec[1]), h=spec[2])
     if kind == "budget":
         return label("exp_budget_row").format(enc=label(f"exp_{spec[1]}"), steps=spec[2])
     return label(f"exp_ft_{spec[1]}_arm")
+
+
+def _p(p: float) -> str:
+    """A p-value to four places; below 0.0001 as such (not as a zero)."""
+    return "< 0.0001" if p < 1e-4 else f"{p:.4f}"
 
 
 def experiment_claims_table(results, *, n_boot=2000):
@@ -524,7 +550,7 @@ def experiment_claims_table(results, *, n_boot=2000):
         if c["metric"] == "far":
             text += label("exp_far_suffix")
         rows.append([_spaced(text), f"{c['mean']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]",
-                     str(len(c["seeds"])), f"{c['p']:.4f}", f"{c['p_holm']:.4f}",
+                     str(len(c["seeds"])), _p(c["p"]), _p(c["p_holm"]),
                      "✓" if c["holds"] else "✗"])
     return BookTable(header, rows, align="lrrrrr", stack=True)
 

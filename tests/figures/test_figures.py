@@ -381,7 +381,7 @@ def test_reach_figure_draws_identical_curves_once():
     assert len(fig.axes[0].lines) == 3  # two curves and the training-length line
 
 
-@pytest.mark.parametrize("make", ["gpu_scaling", "length", "buckets"])
+@pytest.mark.parametrize("make", ["gpu_scaling", "length", "scaling", "budget", "finetune"])
 def test_a_legend_under_the_axes_stays_out_of_them_on_a_phone(make):
     """A legend placed under the axes (the experiments figures) must not land on the data
     when the phone variant re-lays it out."""

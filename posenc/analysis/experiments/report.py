@@ -319,10 +319,17 @@ def claim_family(results) -> list[tuple]:
     n_ft = L * int(cfg["finetune"]["factor"])
     if "plain" in arms:
         fam.append(("ft_plain_rope", ("ft", "plain"), ("lm", "rope"), n_ft, "target"))
+    # each scaled arm against the control: at the fine-tuned length (PI behind it, NTK and
+    # YaRN level with it) and at twice that length (the control ahead of every arm)
     for arm in ("pi", "ntk", "yarn"):
         if arm in arms and "plain" in arms:
-            fam.append((f"ft_{arm}_plain", ("ft", arm), ("ft", "plain"), n_ft, "target"))
-    return fam
+            if arm == "pi":
+                fam.append(("ft_plain_pi", ("ft", "plain"), ("ft", "pi"), n_ft, "target"))
+            else:
+                fam.append((f"ft_{arm}_plain", ("ft", arm), ("ft", "plain"), n_ft, "target"))
+            fam.append((f"ft_plain_{arm}_2x", ("ft", "plain"), ("ft", arm), 2 * n_ft,
+                        "target"))
+    return [c for c in fam if _testable(results, c, head)]
 
 
 def _testable(results, claim, head: int) -> bool:
