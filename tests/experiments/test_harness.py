@@ -500,6 +500,22 @@ def test_chapter_figures_render_the_quick_results(tmp_path, recwarn):
         finally:
             pf.set_language("en")
     assert not [w for w in recwarn if "Glyph" in str(w.message)]
+    # the tasks' summaries: seeds that learned as k of n, extrapolation over those only
+    for task, key in (("copy", r["config"]["copy"]["eval_m"][-1]),
+                      ("passkey", r["config"]["passkey"]["eval_totals"][-1])):
+        for enc in ENCODINGS:
+            got = R.task_learned(r, task, enc)
+            runs = [x for x in r[task]["runs"] if x["encoding"] == enc]
+            assert got["n"] == len(runs) and got["k"] == sum(x["learned"] for x in runs)
+            assert 0.0 <= got["lo"] <= got["p"] <= got["hi"] <= 1.0
+            ext = R.task_extrapolation(r, task, enc, key, free=task == "copy")
+            assert (ext is None) == (got["k"] == 0)
+            if ext is not None:
+                assert ext["n"] == got["k"] and 0 <= ext["k"] <= ext["n"]
+    with pytest.raises(ValueError, match="threshold must be"):
+        R.task_extrapolation(r, "copy", "rope", 4, threshold=0.0)
+    with pytest.raises(ValueError, match="copy task only"):
+        R.task_extrapolation(r, "passkey", "rope", 16, free=True)
     bad = dict(r, schema=99)
     (tmp_path / "bad.json").write_text(json.dumps(bad))
     with pytest.raises(ValueError, match="schema"):
@@ -526,3 +542,27 @@ def test_every_tier_fits_the_corpus(tier, tmp_path):
     # the model shape is valid for every encoding
     for enc in ENCODINGS:
         ModelConfig(enc, train_length=r.L, **config["model"])
+
+
+def test_task_extrapolation_counts_only_the_seeds_that_learned():
+    from posenc.analysis.experiments import report as R
+
+    def run(seed, learned, exact, free):
+        return {"encoding": "rope", "seed": seed, "learned": learned,
+                "test": {"48": {"exact": exact, "symbol": exact,
+                                "free": {"exact": free, "symbol": free}}}}
+
+    results = {"pending": {}, "copy": {"runs": [
+        run(0, True, 0.9, 0.6), run(1, True, 0.2, 0.1), run(2, False, 1.0, 1.0),
+        run(3, True, 0.7, 0.3), run(4, False, 0.0, 0.0)]}}
+    learned = R.task_learned(results, "copy", "rope")
+    assert (learned["k"], learned["n"], learned["seeds"]) == (3, 5, [0, 1, 3])
+    # seed 2 scores 1.0 but did not learn: it does not count
+    ext = R.task_extrapolation(results, "copy", "rope", 48)
+    assert (ext["k"], ext["n"]) == (2, 3)
+    assert R.task_extrapolation(results, "copy", "rope", 48, free=True)["k"] == 1
+    assert R.task_extrapolation(results, "copy", "rope", 48, threshold=0.95)["k"] == 0
+    results["copy"]["runs"] = [run(0, False, 1.0, 1.0)]
+    assert R.task_extrapolation(results, "copy", "rope", 48) is None
+    with pytest.raises(ValueError, match="not finished"):
+        R.task_learned({"pending": {"passkey": "x"}, "passkey": None}, "passkey", "rope")

@@ -201,6 +201,47 @@ def task_values(results, task: str, encoding: str, key: int, metric: str = "exac
     return out
 
 
+def task_learned(results, task: str, encoding: str) -> dict:
+    """How many seeds of ``encoding`` learned ``task`` (reached the in-distribution target
+    within the step cap): ``stats.wilson`` of k of n, with the seeds that did."""
+    if results[task] is None:
+        raise ValueError(f"task {task!r} is not finished in this file (pending: "
+                         f"{results['pending'].get(task)})")
+    rows = [r for r in results[task]["runs"] if r["encoding"] == encoding]
+    if not rows:
+        raise ValueError(f"encoding must be one of the trained encodings, got {encoding!r}")
+    learned = sorted(r["seed"] for r in rows if r["learned"])
+    return {**stats.wilson(len(learned), len(rows)), "seeds": learned}
+
+
+def task_extrapolation(results, task: str, encoding: str, key: int, *,
+                       threshold: float = 0.5, free: bool = False) -> dict | None:
+    """Past the trained lengths, over the seeds that learned only: how many of them get at
+    least ``threshold`` of the sequences at ``key`` exactly right (teacher-forced, or
+    written from the model's own output with ``free``, copy only), as ``stats.wilson`` of
+    k of n; ``None`` where no seed learned (there is nothing to extrapolate)."""
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"threshold must be in (0, 1], got {threshold!r}")
+    if free and task != "copy":
+        raise ValueError("free-running scores exist for the copy task only")
+    learned = set(task_learned(results, task, encoding)["seeds"])
+    if not learned:
+        return None
+    hits = 0
+    for r in results[task]["runs"]:
+        if r["encoding"] != encoding or r["seed"] not in learned:
+            continue
+        v = r["test"][str(key)]
+        if v is None:
+            continue
+        if task == "copy":
+            exact = (v["free"] if free else v)["exact"]
+        else:
+            exact = sum(d["exact"] for d in v.values()) / len(v)
+        hits += exact >= threshold
+    return {**stats.wilson(hits, len(learned)), "threshold": threshold}
+
+
 # -- the chapter's family of claims -------------------------------------------------------
 
 def _series_rows(results, spec) -> list[dict]:
