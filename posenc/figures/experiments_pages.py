@@ -27,6 +27,7 @@ __all__ = [
     "experiment_context_table",
     "experiment_ablation_figure",
     "experiment_claims_table",
+    "experiment_task_table",
     "experiment_finetune_figure",
     "experiment_budget_figure",
     "experiment_task_figure",
@@ -107,6 +108,9 @@ add_labels({
     "exp_abl_row": {"en": "RoPE, base {b}, head width {h}", "zh": "RoPE，基数 {b}，头维度 {h}"},
     "exp_far_suffix": {"en": " (far identifiers)", "zh": "（远处标识符）"},
     "exp_verdict_holds": {"en": "separated after the correction", "zh": "校正后仍显著"},
+    "exp_learned_col": {"en": "seeds that learned", "zh": "学会的种子"},
+    "exp_m_col": {"en": "m = {m}", "zh": "m = {m}"},
+    "exp_free_short": {"en": "free", "zh": "自由生成"},
     "exp_verdict_not": {"en": "not separated after the correction", "zh": "校正后不显著"},
 })
 
@@ -508,6 +512,36 @@ def _spaced(text: str) -> str:
 
     text = re.sub(r"([\u4e00-\u9fff])([A-Za-z0-9])", r"\1 \2", text)
     return re.sub(r"([A-Za-z0-9])([\u4e00-\u9fff])", r"\1 \2", text)
+
+
+def experiment_task_table(results, task="copy", *, threshold=0.5):
+    """A synthetic task by encoding: how many seeds learned it (k of n, with the Wilson
+    interval), then at each test length how many of the seeds that learned get at least
+    ``threshold`` of the sequences exactly right, teacher-forced and (copy) written
+    free-running: "k/n · k/n"; "–" where no seed learned."""
+    _check(results)
+    tc = results["config"][task]
+    keys = tc["eval_m"] if task == "copy" else tc["eval_totals"]
+    header = [label("exp_encoding"), label("exp_learned_col")] + [
+        label("exp_m_col").format(m=k) if task == "copy" else str(k) for k in keys]
+    rows = []
+    for enc in results[task]["chosen"]:
+        got = R.task_learned(results, task, enc)
+        row = [label(f"exp_{enc}"),
+               f"{got['k']}/{got['n']} [{got['lo']:.2f}, {got['hi']:.2f}]"]
+        for k in keys:
+            tf = R.task_extrapolation(results, task, enc, k, threshold=threshold)
+            if tf is None:
+                row.append("–")
+                continue
+            cell = f"{tf['k']}/{tf['n']}"
+            if task == "copy":
+                fr = R.task_extrapolation(results, task, enc, k, threshold=threshold,
+                                          free=True)
+                cell += f" · {fr['k']}/{fr['n']} {label('exp_free_short')}"
+            row.append(cell)
+        rows.append(row)
+    return BookTable(header, rows, stack=True)
 
 
 def _cpu_label(spec):

@@ -6,6 +6,7 @@ corpus hash, every encoding), not the numbers of the full run.
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -490,6 +491,11 @@ def test_chapter_figures_render_the_quick_results(tmp_path, recwarn):
                 assert fig.legends or fig.axes[0].get_legend() is not None
             assert len(figs[2].axes) == 2 and len(figs[-1].axes) == 2
             assert str(pf.experiment_context_table(r)).count(" ± ") > 0
+            for task in ("copy", "passkey"):
+                table = pf.experiment_task_table(r, task)
+                assert len(table.rows) == len(ENCODINGS)
+                assert all(re.fullmatch(r"\d+/\d+ \[[\d.]+, [\d.]+\]", row[1])
+                           for row in table.rows)
             claims = pf.experiment_claims_table(r, n_boot=100)
             assert len(claims.rows) == len(R.claim_family(r)) > 0
             table = str(pf.experiment_table(r))
