@@ -110,7 +110,6 @@ add_labels({
     "exp_verdict_holds": {"en": "separated after the correction", "zh": "校正后仍显著"},
     "exp_learned_col": {"en": "seeds that learned", "zh": "学会的种子"},
     "exp_m_col": {"en": "m = {m}", "zh": "m = {m}"},
-    "exp_free_short": {"en": "free", "zh": "自由生成"},
     "exp_verdict_not": {"en": "not separated after the correction", "zh": "校正后不显著"},
 })
 
@@ -517,8 +516,9 @@ def _spaced(text: str) -> str:
 def experiment_task_table(results, task="copy", *, threshold=0.5):
     """A synthetic task by encoding: how many seeds learned it (k of n, with the Wilson
     interval), then at each test length how many of the seeds that learned get at least
-    ``threshold`` of the sequences exactly right, teacher-forced and (copy) written
-    free-running: "k/n · k/n"; "–" where no seed learned."""
+    ``threshold`` of the sequences exactly right ("k/n"; "–" where no seed learned).
+    Exact match is the same teacher-forced and free-running: a sequence whose every
+    symbol is right under teacher forcing is the one the model writes itself."""
     _check(results)
     tc = results["config"][task]
     keys = tc["eval_m"] if task == "copy" else tc["eval_totals"]
@@ -534,12 +534,7 @@ def experiment_task_table(results, task="copy", *, threshold=0.5):
             if tf is None:
                 row.append("–")
                 continue
-            cell = f"{tf['k']}/{tf['n']}"
-            if task == "copy":
-                fr = R.task_extrapolation(results, task, enc, k, threshold=threshold,
-                                          free=True)
-                cell += f" · {fr['k']}/{fr['n']} {label('exp_free_short')}"
-            row.append(cell)
+            row.append(f"{tf['k']}/{tf['n']}")
         rows.append(row)
     return BookTable(header, rows, stack=True)
 

@@ -214,12 +214,55 @@ def test_fine_tuning_arms_and_their_rates(results):
 
 def test_the_page_shows_only_finished_stages(results):
     en = PAGES["en"].read_text()
-    tasks_pending = results["copy"] is None or results["passkey"] is None
-    assert ("## Copying and retrieving: still running" in en) == tasks_pending
+    assert results["copy"] is not None and "experiment_task_table(results, \"copy\")" in en
+    assert ("The retrieval task has not finished" in en) == (results["passkey"] is None)
+    assert "experiment_task_figure" not in en and "\"passkey\")" not in en
     assert ("Only the control has finished every seed so far" in en) == (
         R.finetune_arms(results) == ["plain"])
-    if tasks_pending:
-        assert "experiment_task_figure" not in en
+
+
+def test_the_copy_task_as_the_page_states_it(results):
+    cp = results["config"]["copy"]
+    learned = {e: R.task_learned(results, "copy", e)["k"] for e in ENCODINGS}
+    assert learned == {"nope": 0, "learned": 5, "sinusoidal": 5, "rope": 5, "alibi": 5,
+                       "t5": 3}
+    # every seed trained to the target or the cap; the rate grid on seed 0
+    for r in results["copy"]["runs"] + results["copy"]["grid"]:
+        assert r["learned"] == (r["valid"] >= cp["target"])
+        assert r["learned"] or r["steps"] == cp["steps"]
+    assert {e for e, c in results["copy"]["chosen"].items() if c["lr"] == max(cp["lrs"])} \
+        == {"sinusoidal", "t5"}
+    assert max(r["valid"] for r in results["copy"]["runs"] if r["encoding"] == "nope") < 0.5
+    twice = 2 * cp["m"][1]
+    for enc in ENCODINGS:
+        if learned[enc] == 0:
+            assert R.task_extrapolation(results, "copy", enc, twice) is None
+            continue
+        # past the trained lengths no learned seed gets half the strings whole
+        for m in cp["eval_m"]:
+            ext = R.task_extrapolation(results, "copy", enc, m)
+            if m > cp["m"][1] and ext is not None:
+                assert ext["k"] == 0, (enc, m)
+
+    def learned_mean(enc, m, key):
+        runs = [r for r in results["copy"]["runs"] if r["encoding"] == enc and r["learned"]]
+        vals = [r["test"][str(m)] for r in runs if r["test"][str(m)] is not None]
+        return mean([v["free"]["symbol"] if key == "free" else v[key] for v in vals])
+
+    exact = {e: learned_mean(e, twice, "exact") for e in ("sinusoidal", "rope", "alibi", "t5")}
+    assert max(exact, key=exact.get) == "alibi"
+    symbol = {e: learned_mean(e, twice, "symbol") for e in exact}
+    assert sorted(symbol, key=symbol.get, reverse=True) == ["alibi", "t5", "rope",
+                                                           "sinusoidal"]
+    # teacher forcing flatters: free-running per-symbol accuracy well below it
+    assert learned_mean("alibi", twice, "free") < learned_mean("alibi", twice, "symbol") - 0.2
+    assert learned_mean("alibi", cp["m"][1], "free") < learned_mean(
+        "alibi", cp["m"][1], "symbol")
+    # exact match is the same teacher-forced and free-running
+    for r in results["copy"]["runs"]:
+        for v in r["test"].values():
+            if v is not None:
+                assert v["exact"] == v["free"]["exact"]
 
 
 # -- the claims --------------------------------------------------------------------------
@@ -361,9 +404,9 @@ def test_accessors_reject_bad_input(results):
         R.finetune_values(results, "longrope", 128)
     with pytest.raises(ValueError, match="schema 3"):
         R.check({"schema": 2})
-    if results["copy"] is None:
+    if results["passkey"] is None:
         with pytest.raises(ValueError, match="is not finished"):
-            R.task_values(results, "copy", "rope", 8)
+            R.task_values(results, "passkey", "rope", 48)
 
 
 def test_every_figure_and_table_renders(results, recwarn):
