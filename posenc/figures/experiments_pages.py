@@ -516,7 +516,8 @@ def _spaced(text: str) -> str:
 def experiment_task_table(results, task="copy", *, threshold=0.5):
     """A synthetic task by encoding: how many seeds learned it (k of n, with the Wilson
     interval), then at each test length how many of the seeds that learned get at least
-    ``threshold`` of the sequences exactly right ("k/n"; "–" where no seed learned).
+    ``threshold`` of the sequences exactly right ("k/n"; "–" where no seed learned or the
+    model cannot read that length).
     Exact match is the same teacher-forced and free-running: a sequence whose every
     symbol is right under teacher forcing is the one the model writes itself."""
     _check(results)

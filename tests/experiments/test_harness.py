@@ -518,6 +518,8 @@ def test_chapter_figures_render_the_quick_results(tmp_path, recwarn):
             assert (ext is None) == (got["k"] == 0)
             if ext is not None:
                 assert ext["n"] == got["k"] and 0 <= ext["k"] <= ext["n"]
+            if enc == "learned" and got["k"]:
+                assert ext is None  # past its table: nothing to count
     with pytest.raises(ValueError, match="threshold must be"):
         R.task_extrapolation(r, "copy", "rope", 4, threshold=0.0)
     with pytest.raises(ValueError, match="copy task only"):
@@ -569,6 +571,11 @@ def test_task_extrapolation_counts_only_the_seeds_that_learned():
     assert R.task_extrapolation(results, "copy", "rope", 48, free=True)["k"] == 1
     assert R.task_extrapolation(results, "copy", "rope", 48, threshold=0.95)["k"] == 0
     results["copy"]["runs"] = [run(0, False, 1.0, 1.0)]
+    assert R.task_extrapolation(results, "copy", "rope", 48) is None
+    # a model that cannot read the length (a learned table): nothing to count, not 0 of n
+    unread = run(0, True, 0.0, 0.0)
+    unread["test"]["48"] = None
+    results["copy"]["runs"] = [unread]
     assert R.task_extrapolation(results, "copy", "rope", 48) is None
     with pytest.raises(ValueError, match="not finished"):
         R.task_learned({"pending": {"passkey": "x"}, "passkey": None}, "passkey", "rope")

@@ -219,7 +219,8 @@ def task_extrapolation(results, task: str, encoding: str, key: int, *,
     """Past the trained lengths, over the seeds that learned only: how many of them get at
     least ``threshold`` of the sequences at ``key`` exactly right (teacher-forced, or
     written from the model's own output with ``free``, copy only), as ``stats.wilson`` of
-    k of n; ``None`` where no seed learned (there is nothing to extrapolate)."""
+    k of n; ``None`` where no seed learned (there is nothing to extrapolate) or where the
+    model cannot read sequences of that length (a learned table shorter than them)."""
     if not 0.0 < threshold <= 1.0:
         raise ValueError(f"threshold must be in (0, 1], got {threshold!r}")
     if free and task != "copy":
@@ -227,19 +228,25 @@ def task_extrapolation(results, task: str, encoding: str, key: int, *,
     learned = set(task_learned(results, task, encoding)["seeds"])
     if not learned:
         return None
-    hits = 0
+    hits = read = 0
     for r in results[task]["runs"]:
         if r["encoding"] != encoding or r["seed"] not in learned:
             continue
         v = r["test"][str(key)]
         if v is None:
             continue
+        read += 1
         if task == "copy":
             exact = (v["free"] if free else v)["exact"]
         else:
             exact = sum(d["exact"] for d in v.values()) / len(v)
         hits += exact >= threshold
-    return {**stats.wilson(hits, len(learned)), "threshold": threshold}
+    if read == 0:
+        return None
+    if read != len(learned):
+        raise ValueError(f"the learned seeds of {encoding!r} must all read length {key} or "
+                         f"none, got {read} of {len(learned)}")
+    return {**stats.wilson(hits, read), "threshold": threshold}
 
 
 # -- the chapter's family of claims -------------------------------------------------------
