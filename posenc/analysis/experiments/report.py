@@ -93,13 +93,7 @@ def scaling_values(results, kind: str, n: int, metric: str = "target", *,
     """Per-seed loss of the trained RoPE models with scaling ``kind`` applied without
     training at length ``n``: ``mode`` "fixed" (one factor for every length) or "matched"
     (factor n / L; up to L nothing changes, so the value is RoPE's own)."""
-    if mode not in ("fixed", "matched"):
-        raise ValueError(f"mode must be 'fixed' or 'matched', got {mode!r}")
-    section = results["scaling" if mode == "fixed" else "scaling_matched"]
-    rows = [r for r in section if r["kind"] == kind]
-    if not rows:
-        raise ValueError(f"kind must be one of {sorted({r['kind'] for r in section})} "
-                         f"(mode {mode!r}), got {kind!r}")
+    rows = _series_rows(results, ("scale", kind, mode))
     if mode == "matched" and n <= results["config"]["lm"]["train_length"]:
         seeds = [r["seed"] for r in rows]
         return lm_values(results, "rope", n, metric, seeds=sorted(seeds))
@@ -109,45 +103,21 @@ def scaling_values(results, kind: str, n: int, metric: str = "target", *,
 def reference_values(results, encoding: str, train_length: int, n: int,
                      metric: str = "target") -> list:
     """Per-seed loss of the reference ``encoding`` model trained at ``train_length``."""
-    rows = [r for r in results["references"]
-            if r["encoding"] == encoding and r["train_length"] == train_length]
-    if not rows:
-        have = sorted({(r["encoding"], r["train_length"]) for r in results["references"]})
-        raise ValueError(f"encoding and train_length must name a reference model, got "
-                         f"{(encoding, train_length)!r}; the file has {have}")
-    return list(_by_seed(rows, metric, n).values())
+    return _series_values(results, ("ref", encoding, train_length), n, metric)
 
 
 def ablation_values(results, base: float, head_dim: int, n: int,
                     metric: str = "target") -> list:
     """Per-seed loss of RoPE with ``base`` and head width ``head_dim`` (the protocol's own
     base and head width are the main runs, over the ablation's seeds)."""
-    seeds = results["config"]["ablation"]["seeds"]
-    model = results["config"]["model"]
-    if float(base) == 1e4 and head_dim == model["d_model"] // model["n_heads"]:
-        return lm_values(results, "rope", n, metric, seeds=seeds)
-    rows = [r for r in results["ablation"]
-            if r["rope_base"] == float(base) and r["head_dim"] == head_dim]
-    if not rows:
-        have = sorted({(r["rope_base"], r["head_dim"]) for r in results["ablation"]})
-        raise ValueError(f"base and head_dim must name an ablation arm, got "
-                         f"{(base, head_dim)!r}; the file has {have}")
-    return list(_by_seed(rows, metric, n).values())
+    return _series_values(results, ("abl", base, head_dim), n, metric)
 
 
 def budget_values(results, encoding: str, steps: int, n: int,
                   metric: str = "target") -> list:
     """Per-seed loss of ``encoding`` trained for ``steps`` (the protocol's own steps are
     the main runs, over the budget study's seeds)."""
-    seeds = results["config"]["budget"]["seeds"]
-    if steps == results["config"]["lm"]["steps"]:
-        return lm_values(results, encoding, n, metric, seeds=seeds)
-    rows = [r for r in results["budget"] if r["encoding"] == encoding and r["steps"] == steps]
-    if not rows:
-        have = sorted({(r["encoding"], r["steps"]) for r in results["budget"]})
-        raise ValueError(f"encoding and steps must name a budget run, got "
-                         f"{(encoding, steps)!r}; the file has {have}")
-    return list(_by_seed(rows, metric, n).values())
+    return _series_values(results, ("budget", encoding, steps), n, metric)
 
 
 def budget_steps(results) -> list[int]:
@@ -162,11 +132,7 @@ def finetune_arms(results) -> list[str]:
 
 def finetune_values(results, arm: str, n: int, metric: str = "target") -> list:
     """Per-seed loss after fine-tuning at the longer length with ``arm``."""
-    rows = [r for r in results["finetune"] if r["arm"] == arm]
-    if not rows:
-        raise ValueError(f"arm must be a finished fine-tuning arm {finetune_arms(results)}, "
-                         f"got {arm!r}")
-    return list(_by_seed(rows, metric, n).values())
+    return _series_values(results, ("ft", arm), n, metric)
 
 
 def buckets(results, encoding: str, n: int) -> list[list[float]]:
@@ -251,33 +217,65 @@ def task_extrapolation(results, task: str, encoding: str, key: int, *,
 
 # -- the chapter's family of claims -------------------------------------------------------
 
+def _is_main(results, spec) -> bool:
+    """Whether an ablation or budget side names the protocol's own setting (base 10^4 at
+    the model's head width, or the protocol's steps): the main runs stand in for it."""
+    model, lm = results["config"]["model"], results["config"]["lm"]
+    if spec[0] == "abl":
+        return float(spec[1]) == 1e4 and spec[2] == model["d_model"] // model["n_heads"]
+    return spec[0] == "budget" and spec[2] == lm["steps"]
+
+
 def _series_rows(results, spec) -> list[dict]:
     """The stored runs a claim's side names: ``("lm", enc)``, ``("scale", kind, mode)``,
     ``("ref", enc, train_length)``, ``("abl", base, head_dim)``, ``("budget", enc, steps)``
-    or ``("ft", arm)``."""
+    or ``("ft", arm)``.  Every accessor selects through here, so the figures, the tables
+    and the claims read the same runs; a side the file does not have is a ValueError that
+    names what it has."""
     kind = spec[0]
     if kind == "lm":
         return lm_rows(results, spec[1])
     if kind == "scale":
+        if spec[2] not in ("fixed", "matched"):
+            raise ValueError(f"mode must be 'fixed' or 'matched', got {spec[2]!r}")
         section = results["scaling" if spec[2] == "fixed" else "scaling_matched"]
-        return [r for r in section if r["kind"] == spec[1]]
+        rows = [r for r in section if r["kind"] == spec[1]]
+        if not rows:
+            raise ValueError(f"kind must be one of {sorted({r['kind'] for r in section})} "
+                             f"(mode {spec[2]!r}), got {spec[1]!r}")
+        return rows
+    if kind in ("abl", "budget") and _is_main(results, spec):
+        enc = "rope" if kind == "abl" else spec[1]
+        seeds = set(results["config"]["ablation" if kind == "abl" else "budget"]["seeds"])
+        return [r for r in lm_rows(results, enc) if r["seed"] in seeds]
     if kind == "ref":
-        return [r for r in results["references"]
-                if r["encoding"] == spec[1] and r["train_length"] == spec[2]]
-    if kind == "abl":
-        model = results["config"]["model"]
-        if float(spec[1]) == 1e4 and spec[2] == model["d_model"] // model["n_heads"]:
-            return lm_rows(results, "rope")
-        return [r for r in results["ablation"]
-                if r["rope_base"] == float(spec[1]) and r["head_dim"] == spec[2]]
-    if kind == "budget":
-        if spec[2] == results["config"]["lm"]["steps"]:
-            return lm_rows(results, spec[1])
-        return [r for r in results["budget"]
-                if r["encoding"] == spec[1] and r["steps"] == spec[2]]
-    if kind == "ft":
-        return [r for r in results["finetune"] if r["arm"] == spec[1]]
-    raise ValueError(f"spec must start with lm, scale, ref, abl, budget or ft, got {spec!r}")
+        section, pick, want = results["references"], \
+            (lambda r: (r["encoding"], r["train_length"])), (spec[1], spec[2])
+        what = "encoding and train_length must name a reference model"
+    elif kind == "abl":
+        section, pick, want = results["ablation"], \
+            (lambda r: (r["rope_base"], r["head_dim"])), (float(spec[1]), spec[2])
+        what = "base and head_dim must name an ablation arm"
+    elif kind == "budget":
+        section, pick, want = results["budget"], \
+            (lambda r: (r["encoding"], r["steps"])), (spec[1], spec[2])
+        what = "encoding and steps must name a budget run"
+    elif kind == "ft":
+        section, pick, want = results["finetune"], (lambda r: r["arm"]), spec[1]
+        what = "arm must be a finished fine-tuning arm"
+    else:
+        raise ValueError(f"spec must start with lm, scale, ref, abl, budget or ft, "
+                         f"got {spec!r}")
+    rows = [r for r in section if pick(r) == want]
+    if not rows:
+        raise ValueError(f"{what}, got {want!r}; the file has "
+                         f"{sorted({pick(r) for r in section})}")
+    return rows
+
+
+def _series_values(results, spec, n: int, metric: str) -> list:
+    """Per-seed values (seed order) of :func:`_series_rows` at length ``n``."""
+    return list(_by_seed(_series_rows(results, spec), metric, n).values())
 
 
 def _chunk(v) -> float:
