@@ -28,6 +28,7 @@ __all__ = [
     "experiment_ablation_figure",
     "experiment_claims_table",
     "experiment_task_table",
+    "experiment_passkey_depth_table",
     "experiment_finetune_figure",
     "experiment_budget_figure",
     "experiment_task_figure",
@@ -110,6 +111,8 @@ add_labels({
     "exp_verdict_holds": {"en": "separated after the correction", "zh": "校正后仍显著"},
     "exp_learned_col": {"en": "seeds that learned", "zh": "学会的种子"},
     "exp_m_col": {"en": "m = {m}", "zh": "m = {m}"},
+    "exp_n_col": {"en": "n = {n}", "zh": "n = {n}"},
+    "exp_depth_col": {"en": "depth {d}", "zh": "深度 {d}"},
     "exp_verdict_not": {"en": "not separated after the correction", "zh": "校正后不显著"},
 })
 
@@ -524,7 +527,8 @@ def experiment_task_table(results, task="copy", *, threshold=0.5):
     tc = results["config"][task]
     keys = tc["eval_m"] if task == "copy" else tc["eval_totals"]
     header = [label("exp_encoding"), label("exp_learned_col")] + [
-        label("exp_m_col").format(m=k) if task == "copy" else str(k) for k in keys]
+        label("exp_m_col").format(m=k) if task == "copy" else label("exp_n_col").format(n=k)
+        for k in keys]
     rows = []
     for enc in results[task]["chosen"]:
         got = R.task_learned(results, task, enc)
@@ -538,6 +542,28 @@ def experiment_task_table(results, task="copy", *, threshold=0.5):
             row.append(f"{tf['k']}/{tf['n']}")
         rows.append(row)
     return BookTable(header, rows, stack=True)
+
+
+def experiment_passkey_depth_table(results, total):
+    """The passkey task at total length ``total``, by where the key sits: for each encoding,
+    the share of keys retrieved exactly at each depth (0 at the start of the filler, 1 at
+    its end), averaged over the seeds that learned the task ("–" where none did, or where
+    the model cannot read ``total`` tokens)."""
+    _check(results)
+    depths = results["config"]["passkey"]["depths"]
+    if total not in results["config"]["passkey"]["eval_totals"]:
+        raise ValueError(f"total must be one of the passkey's test lengths "
+                         f"{results['config']['passkey']['eval_totals']}, got {total!r}")
+    header = [label("exp_encoding")] + [label("exp_depth_col").format(d=d) for d in depths]
+    rows = []
+    for enc in results["passkey"]["chosen"]:
+        row = [label(f"exp_{enc}")]
+        for d in depths:
+            vals = R.task_values(results, "passkey", enc, total, depth=d, learned_only=True)
+            vals = [v for v in vals if v is not None]
+            row.append(f"{sum(vals) / len(vals):.2f}" if vals else "–")
+        rows.append(row)
+    return BookTable(header, rows)
 
 
 def _cpu_label(spec):

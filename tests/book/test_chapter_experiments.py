@@ -215,8 +215,10 @@ def test_fine_tuning_arms_and_their_rates(results):
 def test_the_page_shows_only_finished_stages(results):
     en = PAGES["en"].read_text()
     assert results["copy"] is not None and "experiment_task_table(results, \"copy\")" in en
-    assert ("The retrieval task has not finished" in en) == (results["passkey"] is None)
-    assert "experiment_task_figure" not in en and "\"passkey\")" not in en
+    assert results["passkey"] is not None and "experiment_task_table(results, \"passkey\")" in en
+    # every stage finished: the page says so, and the file names nothing pending
+    assert results["pending"] == {} and "here every stage\nhas finished" in en
+    assert "experiment_task_figure" not in en
     assert ("Only the control has finished every seed so far" in en) == (
         R.finetune_arms(results) == ["plain"])
 
@@ -263,6 +265,59 @@ def test_the_copy_task_as_the_page_states_it(results):
         for v in r["test"].values():
             if v is not None:
                 assert v["exact"] == v["free"]["exact"]
+
+
+def test_the_passkey_task_as_the_page_states_it(results):
+    from posenc.analysis.experiments.tasks import KEY, passkey_batch
+
+    pk = results["config"]["passkey"]
+    learned = {e: R.task_learned(results, "passkey", e)["k"] for e in ENCODINGS}
+    assert learned == {"nope": 0, "learned": 2, "sinusoidal": 0, "rope": 5, "alibi": 5,
+                       "t5": 5}
+    for r in results["passkey"]["runs"] + results["passkey"]["grid"]:
+        assert r["learned"] == (r["valid"] >= pk["target"])
+        assert r["learned"] or r["steps"] == pk["steps"]
+    hi = pk["total"][1]
+
+    def ext(enc, n):
+        return R.task_extrapolation(results, "passkey", enc, n)
+
+    # the learned table cannot read past its rows; nothing to extrapolate without a seed
+    assert ext("learned", 2 * hi) is None and ext("nope", 2 * hi) is None
+    assert ext("sinusoidal", 2 * hi) is None
+    # at twice the length ALiBi retrieves in the most seeds; at four times only ALiBi
+    assert ext("alibi", 2 * hi)["k"] > max(ext("rope", 2 * hi)["k"], ext("t5", 2 * hi)["k"])
+    assert ext("alibi", 4 * hi)["k"] > 0 == ext("rope", 4 * hi)["k"] == ext("t5", 4 * hi)["k"]
+    assert all(ext(e, max(pk["eval_totals"]))["k"] == 0 for e in ("rope", "alibi", "t5"))
+
+    # the depth table: the distances it names, and the pattern the prose reads from it
+    def distance(total, depth):
+        seq, _ = passkey_batch(1, total, depth, np.random.default_rng(0))
+        at = np.flatnonzero(seq[0].numpy() == KEY)
+        return int(at[1] - at[0])
+
+    far_in_training = distance(hi, 0.0)
+    near, middle, far = sorted(pk["depths"], reverse=True)
+    assert distance(2 * hi, near) <= far_in_training < distance(2 * hi, middle)
+    assert distance(2 * hi, middle) < distance(2 * hi, far)
+    # the training sequences contain every distance up to the furthest one
+    assert all(distance(t, d) <= far_in_training for t in range(pk["total"][0], hi + 1)
+               for d in (0.0, 0.37, 1.0))
+
+    def depth_mean(enc, n, d):
+        vals = R.task_values(results, "passkey", enc, n, depth=d, learned_only=True)
+        return float(np.mean(vals))
+
+    rope = [depth_mean("rope", 2 * hi, d) for d in (near, middle, far)]
+    assert rope[0] > rope[1] > rope[2] and rope[2] < 0.05
+    assert depth_mean("rope", 4 * hi, near) < rope[0]
+    assert depth_mean("alibi", 2 * hi, far) > 0.5
+    assert depth_mean("t5", 2 * hi, far) > depth_mean("t5", 2 * hi, near)
+    # the sinusoidal model's best rate was still climbing at the cap
+    sin = max((r for r in results["passkey"]["grid"] if r["encoding"] == "sinusoidal"),
+              key=lambda r: r["valid"])
+    tail = [v for _, v in sin["checks"][-4:]]
+    assert tail == sorted(tail) and sin["valid"] < pk["target"]
 
 
 # -- the claims --------------------------------------------------------------------------
@@ -404,9 +459,18 @@ def test_accessors_reject_bad_input(results):
         R.finetune_values(results, "longrope", 128)
     with pytest.raises(ValueError, match="schema 3"):
         R.check({"schema": 2})
-    if results["passkey"] is None:
-        with pytest.raises(ValueError, match="is not finished"):
-            R.task_values(results, "passkey", "rope", 48)
+    assert results["passkey"] is not None
+    with pytest.raises(ValueError, match="task must be 'copy' or 'passkey'"):
+        R.task_values(results, "sort", "rope", 48)
+    with pytest.raises(ValueError, match="depth must be one of the passkey's depths"):
+        R.task_values(results, "passkey", "rope", 96, depth=0.3)
+    with pytest.raises(ValueError, match="depth must be one of the passkey's depths"):
+        R.task_values(results, "copy", "rope", 24, depth=0.5)
+    with pytest.raises(ValueError, match="total must be one of the passkey's test lengths"):
+        pf.experiment_passkey_depth_table(results, 100)
+    unfinished = {**results, "passkey": None, "pending": {"passkey": "passkey-t5-s4"}}
+    with pytest.raises(ValueError, match="is not finished.*passkey-t5-s4"):
+        R.task_values(unfinished, "passkey", "rope", 48)
 
 
 def test_every_figure_and_table_renders(results, recwarn):
@@ -421,6 +485,9 @@ def test_every_figure_and_table_renders(results, recwarn):
         for fn in (pf.experiment_table, pf.experiment_tuning_table,
                    pf.experiment_context_table):
             assert fn(results).rows
+        for task in ("copy", "passkey"):
+            assert pf.experiment_task_table(results, task).rows
+        assert pf.experiment_passkey_depth_table(results, 96).rows
     pf.set_language("en")
     assert not [w for w in recwarn if "Glyph" in str(w.message)]
 

@@ -496,6 +496,17 @@ def test_chapter_figures_render_the_quick_results(tmp_path, recwarn):
                 assert len(table.rows) == len(ENCODINGS)
                 assert all(re.fullmatch(r"\d+/\d+ \[[\d.]+, [\d.]+\]", row[1])
                            for row in table.rows)
+            pk = r["config"]["passkey"]
+            depth = pf.experiment_passkey_depth_table(r, pk["eval_totals"][0])
+            assert len(depth.rows) == len(ENCODINGS)
+            assert len(depth.header) == 1 + len(pk["depths"])
+            for row, enc in zip(depth.rows, r["passkey"]["chosen"], strict=True):
+                learned = [x for x in r["passkey"]["runs"]
+                           if x["encoding"] == enc and x["learned"]]
+                for cell, d in zip(row[1:], pk["depths"], strict=True):
+                    want = [x["test"][str(pk["eval_totals"][0])][str(d)]["exact"]
+                            for x in learned]
+                    assert cell == (f"{sum(want) / len(want):.2f}" if want else "–")
             claims = pf.experiment_claims_table(r, n_boot=100)
             assert len(claims.rows) == len(R.claim_family(r)) > 0
             table = str(pf.experiment_table(r))

@@ -141,9 +141,10 @@ def buckets(results, encoding: str, n: int) -> list[list[float]]:
 
 
 def task_values(results, task: str, encoding: str, key: int, metric: str = "exact",
-                depth: float | None = None) -> list:
+                depth: float | None = None, *, learned_only: bool = False) -> list:
     """Per-seed accuracy on ``task`` ("copy": ``key`` is the string length m; "passkey":
-    ``key`` is the total length, averaged over the depths unless ``depth`` is given)."""
+    ``key`` is the total length, averaged over the depths unless ``depth`` is given), in
+    seed order; ``learned_only``: the seeds that learned the task only."""
     if task not in ("copy", "passkey"):
         raise ValueError(f"task must be 'copy' or 'passkey', got {task!r}")
     if metric not in ("exact", "symbol"):
@@ -151,8 +152,12 @@ def task_values(results, task: str, encoding: str, key: int, metric: str = "exac
     if results[task] is None:
         raise ValueError(f"task {task!r} is not finished in this file (pending: "
                          f"{results['pending'].get(task)})")
-    rows = sorted((r for r in results[task]["runs"] if r["encoding"] == encoding),
-                  key=lambda r: r["seed"])
+    rows = sorted((r for r in results[task]["runs"] if r["encoding"] == encoding
+                   and (r["learned"] or not learned_only)), key=lambda r: r["seed"])
+    if depth is not None and (task != "passkey" or str(depth) not in
+                              map(str, results["config"]["passkey"]["depths"])):
+        raise ValueError(f"depth must be one of the passkey's depths "
+                         f"{results['config']['passkey']['depths']}, got {depth!r}")
     out: list = []
     for r in rows:
         v = r["test"][str(key)]
