@@ -1,0 +1,76 @@
+"""Does training the seeds of one configuration together save time on this machine?
+
+    python experiments/stacking_speed.py [--steps 30] [--threads 1] [--device cpu]
+
+Times the CPU tier's language-model step (its model, batch and window) for five seeds
+trained one after another (:func:`~posenc.analysis.experiments.train.train_lm`) against
+the same five stacked (:func:`~posenc.analysis.experiments.stacked.train_lm`, with
+``torch.func.vmap`` and with a plain loop over the stack), side by side in one process, and
+prints milliseconds per step of all five seeds and the ratio serial / stacked as JSON.
+Issue 31 asks for the CPU tier in about three hours of one core by stacking seeds; this is
+the measurement that says whether stacking can deliver that here.  It trains nothing that
+is kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def measure(steps: int, device: str = "cpu", seeds=(0, 1, 2, 3, 4)) -> dict:
+    """Milliseconds per step (all seeds) serial, stacked with vmap, stacked with a loop."""
+    from experiments.run import CPU
+    from posenc.analysis.experiments import stacked, train
+    from posenc.analysis.experiments.corpus import load_corpus
+    from posenc.analysis.experiments.models import ModelConfig
+
+    if not (isinstance(steps, int) and steps >= 1):
+        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    corpus, lm, model = load_corpus(), CPU["lm"], CPU["model"]
+    out: dict = {}
+    for enc in ("rope", "alibi", "t5"):
+        cfg = ModelConfig(encoding=enc, train_length=lm["train_length"], **model)
+        kw = {"steps": steps, "batch": lm["batch"], "lr": 1e-3}
+        t = time.perf_counter()
+        for s in seeds:
+            train.train_lm(cfg, corpus.train, seed=s, device=device, **kw)
+        row = {"serial": (time.perf_counter() - t) / steps * 1e3}
+        for name, use_vmap in (("stacked_vmap", True), ("stacked_loop", False)):
+            st = stacked.build(cfg, seeds, device=device)
+            t = time.perf_counter()
+            stacked.train_lm(st, corpus.train, use_vmap=use_vmap, **kw)
+            row[name] = (time.perf_counter() - t) / steps * 1e3
+        row["speedup_vmap"] = row["serial"] / row["stacked_vmap"]
+        row["speedup_loop"] = row["serial"] / row["stacked_loop"]
+        out[enc] = {k: round(v, 2) for k, v in row.items()}
+    return out
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu")
+    args = ap.parse_args(argv)
+    if args.steps < 1 or args.threads < 1:
+        ap.error(f"--steps and --threads must be >= 1, got {args.steps}, {args.threads}")
+    import torch
+
+    torch.set_num_threads(args.threads)
+    res = measure(args.steps, args.device)
+    print(json.dumps({"machine": platform.processor() or platform.machine(),
+                      "threads": args.threads, "steps": args.steps,
+                      "torch": torch.__version__, "ms_per_step_of_five_seeds": res}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
