@@ -99,6 +99,15 @@ def test_results_are_what_the_committed_units_assemble_to(results, tmp_path):
     assert again["provenance"]["stage_code"] == prov["stage_code"]
 
 
+def test_results_md_is_the_summary_of_results_json(results):
+    from posenc.analysis.experiments.markdown import write_markdown
+
+    md = (ROOT / "experiments" / "results.md").read_text()
+    assert md == write_markdown(results)
+    assert "## Copy task" in md and "## Passkey task" in md
+    assert f"{len(HOLDS)} of {len(R.claim_family(results))} claims hold" in md
+
+
 def test_every_unit_records_its_code_and_commit(results):
     from posenc.analysis.experiments.units import stage_code, stage_of
 

@@ -418,6 +418,7 @@ def test_quick_run_end_to_end(tmp_path):
     assert all(set(v["free"]) == {"symbol", "exact"} for v in free.values() if v)
     md = (tmp_path / "results.md").read_text()
     assert prov["commit"] in md and "95 %" in md
+    assert "## Copy task" in md and "## Passkey task" in md and "## Claims" in md
     # a second run finds every unit done and reproduces the file's numbers
     proc = subprocess.run(
         [sys.executable, str(ROOT / "experiments" / "run.py"), "--quick", "--no-progress",

@@ -106,4 +106,56 @@ def write_markdown(results: dict) -> str:
         ch = lm["chosen"][enc]
         lines.append(f"| {enc} | {ch['lr']:g} | {ch['embed_scale']:g} | " + " | ".join(cells)
                      + " |")
+    lines += _task_lines(results) + _claim_lines(results)
     return "\n".join(lines) + "\n"
+
+
+def _task_lines(results: dict) -> list[str]:
+    """Each finished synthetic task: the seeds that learned it (k/n, Wilson 95 %) and, at
+    each test length, how many of those get at least half of the sequences whole."""
+    from . import report
+
+    lines: list[str] = []
+    for task, keys in (("copy", "eval_m"), ("passkey", "eval_totals")):
+        if results.get(task) is None:
+            continue
+        ks = results["config"][task][keys]
+        what = "string length m" if task == "copy" else "total length n"
+        lines += ["", f"## {task.capitalize()} task: seeds that learned, and at each {what} "
+                  "the learned seeds with at least half the sequences whole", "",
+                  "| encoding | learned [95 %] | " + " | ".join(str(k) for k in ks) + " |",
+                  "|---|---|" + "---:|" * len(ks)]
+        for enc in results[task]["chosen"]:
+            got = report.task_learned(results, task, enc)
+            cells = []
+            for k in ks:
+                ext = report.task_extrapolation(results, task, enc, k)
+                cells.append("–" if ext is None else f"{ext['k']}/{ext['n']}")
+            lines.append(f"| {enc} | {got['k']}/{got['n']} [{got['lo']:.2f}, "
+                         f"{got['hi']:.2f}] | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _claim_lines(results: dict) -> list[str]:
+    """The chapter's family of claims (``report.claims``): mean difference a - b with its
+    two-level bootstrap interval, paired t test, Holm-adjusted p, and whether it holds."""
+    from . import report
+
+    if results.get("pending"):
+        return ["", "Claims: computed once every stage has finished."]
+    claims = report.claims(results)
+    lines = ["", "## Claims: a below b (nats/byte), Holm-adjusted over the family", "",
+             "| claim | a | b | length | mean a - b [95 %] | seeds | p | Holm p | holds |",
+             "|---|---|---|---|---:|---:|---:|---:|---|"]
+    for c in claims:
+        n = c["length"]
+        length = f"{n[0]} vs {n[1]}" if isinstance(n, tuple) else str(n)
+        a, b = (" ".join(str(x) for x in side) for side in (c["a"], c["b"]))
+        lines.append(f"| {c['name']} | {a} | {b} | {length}{' (far)' if c['metric'] == 'far' else ''} | "
+                     f"{c['mean']:.3f} [{c['lo']:.3f}, "
+                     f"{c['hi']:.3f}] | {len(c['seeds'])} | {c['p']:.4f} | "
+                     f"{c['p_holm']:.4f} | {'yes' if c['holds'] else 'no'} |")
+    held = sum(c["holds"] for c in claims)
+    lines += ["", f"{held} of {len(claims)} claims hold (interval below zero and Holm "
+              "p < 0.05)."]
+    return lines
