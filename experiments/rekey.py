@@ -44,7 +44,7 @@ from experiments.stage_lm import LM_NOT_KEYED  # noqa: E402
 
 #: result fields that are timings or bookkeeping, not outcomes
 NOT_COMPARED = frozenset({"key", "digest", "params", "code", "commit", "dirty", "seconds",
-                          "train_seconds", "eval_seconds", "rekeyed"})
+                          "train_seconds", "eval_seconds", "rekeyed", "machine"})
 #: sections older layouts stored that no unit depends on beyond its own settings
 DROPPED = ("seeds", "budget", "references", "ablation", "lm_edge")
 

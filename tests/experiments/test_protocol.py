@@ -195,6 +195,8 @@ def test_unit_store_keys_on_parameters_and_code_and_survives_a_torn_line(tmp_pat
     store = U.UnitStore(tmp_path / "a", jsonl=True, code="c1")
     u = store.put("lm-rope-s0", {"lr": 1e-3}, {"loss": 1.5})
     assert u["commit"] == U.git_commit()[0] and u["code"] == "c1" and u["loss"] == 1.5
+    # where it ran: the CPU, the instruction set torch's kernels use, torch's version
+    assert u["machine"] == U.machine() and set(u["machine"]) == {"cpu", "isa", "torch"}
     assert store.get("lm-rope-s0", {"lr": 1e-3})["loss"] == 1.5
     assert store.get("lm-rope-s0", {"lr": 2e-3}) is None
     # a new store reads the file back; another code hash makes the unit stale

@@ -250,7 +250,8 @@ class UnitStore:
         unit's)."""
         code = code or self.code
         unit = {"key": key, "digest": self.digest(params, code), "params": params,
-                "code": code, "commit": self.commit, "dirty": self.dirty, **result}
+                "code": code, "commit": self.commit, "dirty": self.dirty,
+                "machine": machine(), **result}
         text = json.dumps(unit)
         self.write_dir.mkdir(parents=True, exist_ok=True)
         if self.jsonl:
@@ -266,6 +267,27 @@ class UnitStore:
         unit = json.loads(text)
         self.units[key + "@" + unit["digest"]] = unit
         return unit
+
+
+def machine() -> dict:
+    """Where a unit ran: the CPU's model name, the instruction set PyTorch's CPU kernels
+    use, and torch's version.  Floating-point summation order follows the kernels, so a unit
+    re-run on a machine with another instruction set can differ in the last bits, and a
+    trained model's losses past its training length by more (``experiments/recheck.py``)."""
+    import platform
+
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "isa": torch.backends.cpu.get_cpu_capability(),
+            "torch": torch.__version__}
 
 
 class Budget:
