@@ -135,6 +135,7 @@ posenc_watch_paths = [
     str(ROOT / "benchmarks" / "results-gpu.json"),
     str(ROOT / "experiments" / "results.json"),
     str(ROOT / "experiments" / "results-gpu.json"),
+    str(ROOT / "experiments" / "recheck-cpu.json"),
 ]
 # POSENC_BUILD_DIR lets parallel builds (previews, tests) keep separate caches.
 BUILD_DIR = Path(os.environ.get("POSENC_BUILD_DIR", ROOT / "_build"))

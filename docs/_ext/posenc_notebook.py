@@ -101,6 +101,7 @@ RESULTS_VARIABLES = {
     "benchmarks/results-gpu.json": "POSENC_GPU_RESULTS",
     "experiments/results.json": "POSENC_EXPERIMENT_RESULTS",
     "experiments/results-gpu.json": "POSENC_EXPERIMENT_RESULTS_GPU",
+    "experiments/recheck-cpu.json": "POSENC_EXPERIMENT_RECHECK",
 }
 INSTALL_TAG = "posenc-install"
 FIGURE_MIMES = ("image/png", "image/jpeg", "image/svg+xml")

@@ -19,6 +19,7 @@ from ._tables import BookTable
 __all__ = [
     "load_experiment_results",
     "load_experiment_results_gpu",
+    "load_experiment_recheck",
     "experiment_gpu_scaling_figure",
     "experiment_gpu_table",
     "experiment_gpu_claims_table",
@@ -40,6 +41,7 @@ __all__ = [
 SCHEMA = R.SCHEMA
 RESULTS_RELPATH = Path("experiments") / "results.json"
 GPU_RESULTS_RELPATH = Path("experiments") / "results-gpu.json"
+RECHECK_RELPATH = Path("experiments") / "recheck-cpu.json"
 
 add_labels({
     "exp_nope": {"en": "NoPE", "zh": "NoPE（不加编码）"},
@@ -146,6 +148,22 @@ def load_experiment_results(path=None):
 
 def _check(results):
     R.check(results)
+
+
+def load_experiment_recheck(path=None):
+    """Read the committed ``experiments/recheck-cpu.json`` (``experiments/recheck.py
+    --json``: a sample of the committed units re-run with the current code and compared
+    with the stored ones), found as :func:`load_experiment_results` finds its file
+    (``path``, else ``$POSENC_EXPERIMENT_RECHECK``, else walking up); ``ValueError`` if it
+    is not such a file."""
+    data = read_results(path, relpath=RECHECK_RELPATH, env_var="POSENC_EXPERIMENT_RECHECK",
+                        session="experiments")
+    units = data.get("units") if isinstance(data, dict) else None
+    if not (isinstance(units, dict) and units and "provenance" in data
+            and all(isinstance(u, dict) and "equal" in u for u in units.values())):
+        raise ValueError("a recheck file must have 'provenance' and 'units', each unit with "
+                         "its 'equal' verdict (experiments/recheck.py --json writes one)")
+    return data
 
 
 def load_experiment_results_gpu(path=None):

@@ -108,6 +108,24 @@ def test_results_md_is_the_summary_of_results_json(results):
     assert f"{len(HOLDS)} of {len(R.claim_family(results))} claims hold" in md
 
 
+def test_the_recheck_as_the_page_states_it():
+    rc = pf.load_experiment_recheck()
+    units = rc["units"]
+    assert rc["provenance"]["dirty"] is False and rc["provenance"]["machine"]["isa"]
+    # the sample: one unit of every kind of trained unit the committed set has
+    stored = {p.stem: json.loads(p.read_text())
+              for p in (ROOT / "experiments" / "units" / "cpu").glob("*.json")}
+    trained_kinds = {k.split("-")[0] for k, u in stored.items()
+                     if not isinstance(u["params"].get("model"), str)}
+    assert trained_kinds <= {k.split("-")[0] for k in units}
+    # what differs was stored before units recorded their machine; what records it agrees
+    for key, u in units.items():
+        assert u["equal"] == (not u["differs"])
+        if not u["equal"]:
+            assert "machine" not in stored[key], key
+    assert 0 < sum(not u["equal"] for u in units.values()) < len(units)
+
+
 def test_every_unit_records_its_code_and_commit(results):
     from posenc.analysis.experiments.units import stage_code, stage_of
 
@@ -476,6 +494,8 @@ def test_accessors_reject_bad_input(results):
         R.finetune_values(results, "longrope", 128)
     with pytest.raises(ValueError, match="schema 3"):
         R.check({"schema": 2})
+    with pytest.raises(ValueError, match="a recheck file must have 'provenance' and 'units'"):
+        pf.load_experiment_recheck(ROOT / "experiments" / "results.json")
     assert results["passkey"] is not None
     with pytest.raises(ValueError, match="task must be 'copy' or 'passkey'"):
         R.task_values(results, "sort", "rope", 48)
