@@ -370,7 +370,7 @@ def test_the_family_of_claims_has_the_outcomes_the_page_states(results, claims):
     assert all(c["p_holm"] >= c["p"] for c in claims.values())
     # every claim's name appears in the page's glue (the prose reads them by name)
     en = PAGES["en"].read_text()
-    stated = set(re.findall(r"c_([A-Za-z0-9_]+?)(?:_lo|_hi|_p)?:", en))
+    stated = set(re.findall(r"\bc_([A-Za-z0-9_]+?)(?:_lo|_hi|_p)?:", en))
     assert stated <= names
 
 
