@@ -131,7 +131,10 @@ def test_every_results_file_a_page_reads_is_watched_and_downloadable():
             read.add("experiments/results-gpu.json")
         if "load_experiment_results(" in text:
             read.add("experiments/results.json")
-    assert read == {"experiments/results.json", "experiments/results-gpu.json"}
+        if "load_experiment_recheck(" in text:
+            read.add("experiments/recheck-cpu.json")
+    assert read == {"experiments/results.json", "experiments/results-gpu.json",
+                    "experiments/recheck-cpu.json"}
     for rel in read:
         assert rel in pn.RESULTS_VARIABLES, rel
         a, b = rel.split("/")
