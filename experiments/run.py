@@ -89,7 +89,7 @@ from posenc.analysis.experiments.markdown import gpu_markdown, write_markdown  #
 from posenc.analysis.experiments.models import ENCODINGS  # noqa: E402
 from posenc.analysis.experiments.rules import matched_kinds, scaling_parameters  # noqa: E402,F401
 from posenc.analysis.experiments.units import (  # noqa: E402
-    STAGES as CODE_STAGES, UnitStore, code_hash, git_commit, stage_code, stage_of)
+    STAGES as CODE_STAGES, UnitStore, code_hash, cpu_name, git_commit, stage_code, stage_of)
 from experiments.stage_finetune import finetune  # noqa: E402
 from experiments.stage_gpu import GpuPlan  # noqa: E402
 from experiments.stage_lm import Runner  # noqa: E402
@@ -227,14 +227,7 @@ for _tier, _grid in TUNING_GRID.items():
 
 
 def provenance(threads: int, device: str) -> dict:
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name()
     commit, dirty = git_commit()
     return {
         "commit": commit,

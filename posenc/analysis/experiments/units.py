@@ -269,24 +269,27 @@ class UnitStore:
         return unit
 
 
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what :mod:`platform` says."""
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def machine() -> dict:
     """Where a unit ran: the CPU's model name, the instruction set PyTorch's CPU kernels
     use, and torch's version.  Floating-point summation order follows the kernels, so a unit
     re-run on a machine with another instruction set can differ in the last bits, and a
     trained model's losses past its training length by more (``experiments/recheck.py``)."""
-    import platform
-
     import torch
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "isa": torch.backends.cpu.get_cpu_capability(),
+    return {"cpu": cpu_name(), "isa": torch.backends.cpu.get_cpu_capability(),
             "torch": torch.__version__}
 
 
