@@ -250,15 +250,21 @@ def test_the_page_shows_only_finished_stages(results):
         R.finetune_arms(results) == ["plain"])
 
 
+def _learned_as_stated(results, task, stated):
+    """The seeds that learned ``task``, per encoding, are the page's ``stated`` counts, and
+    every seed (the rate grid's too) trained to the target or to the cap."""
+    tc = results["config"][task]
+    learned = {e: R.task_learned(results, task, e)["k"] for e in ENCODINGS}
+    assert learned == stated
+    for r in results[task]["runs"] + results[task]["grid"]:
+        assert r["learned"] == (r["valid"] >= tc["target"])
+        assert r["learned"] or r["steps"] == tc["steps"]
+    return tc, learned
+
+
 def test_the_copy_task_as_the_page_states_it(results):
-    cp = results["config"]["copy"]
-    learned = {e: R.task_learned(results, "copy", e)["k"] for e in ENCODINGS}
-    assert learned == {"nope": 0, "learned": 5, "sinusoidal": 5, "rope": 5, "alibi": 5,
-                       "t5": 3}
-    # every seed trained to the target or the cap; the rate grid on seed 0
-    for r in results["copy"]["runs"] + results["copy"]["grid"]:
-        assert r["learned"] == (r["valid"] >= cp["target"])
-        assert r["learned"] or r["steps"] == cp["steps"]
+    cp, learned = _learned_as_stated(results, "copy", {
+        "nope": 0, "learned": 5, "sinusoidal": 5, "rope": 5, "alibi": 5, "t5": 3})
     assert {e for e, c in results["copy"]["chosen"].items() if c["lr"] == max(cp["lrs"])} \
         == {"sinusoidal", "t5"}
     assert max(r["valid"] for r in results["copy"]["runs"] if r["encoding"] == "nope") < 0.5
@@ -297,13 +303,8 @@ def test_the_copy_task_as_the_page_states_it(results):
 def test_the_passkey_task_as_the_page_states_it(results):
     from posenc.analysis.experiments.tasks import KEY, passkey_batch
 
-    pk = results["config"]["passkey"]
-    learned = {e: R.task_learned(results, "passkey", e)["k"] for e in ENCODINGS}
-    assert learned == {"nope": 0, "learned": 2, "sinusoidal": 2, "rope": 5, "alibi": 5,
-                       "t5": 5}
-    for r in results["passkey"]["runs"] + results["passkey"]["grid"]:
-        assert r["learned"] == (r["valid"] >= pk["target"])
-        assert r["learned"] or r["steps"] == pk["steps"]
+    pk, _ = _learned_as_stated(results, "passkey", {
+        "nope": 0, "learned": 2, "sinusoidal": 2, "rope": 5, "alibi": 5, "t5": 5})
     hi = pk["total"][1]
 
     def ext(enc, n):
