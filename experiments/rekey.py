@@ -15,7 +15,8 @@ current code, and only after evidence that nothing changed:
    follow that model's new digest, and the cached weights are renamed alongside;
 2. a sample (the cheapest unit of every kind, and the cheapest evaluation of a model not
    in the sample, so that renamed weights are read too) is run again with the current
-   code on this machine, every other unit read from the re-keyed set, and each sampled
+   code on this machine, every other unit read from the re-keyed set (and the other
+   stages' units from the store as they are), and each sampled
    unit's result must equal the stored one exactly (every field but timings and
    bookkeeping); a unit the current code asks for that the re-keyed set lacks is an error;
 3. only then are the units rewritten, each recording ``rekeyed``: the old code hash and
@@ -49,11 +50,12 @@ NOT_COMPARED = frozenset({"key", "digest", "params", "code", "commit", "dirty", 
 DROPPED = ("seeds", "budget", "references", "ablation", "lm_edge")
 
 
-def new_params(params: dict, model_digests: dict[str, str]) -> dict:
+def new_params(params: dict, model_digests: dict[str, str], lr: float | None = None) -> dict:
     """The current layout of a unit's parameters (see ``Runner._params``): without the
     seed list and the sections each trained unit's own settings already cover, the
-    language-model section without the grid axes, steps and batch, and a read model's
-    digest mapped to its new one."""
+    language-model section without the grid axes, steps and batch, a read model's
+    digest mapped to its new one, and a task unit keyed on its own rate ``lr`` (the one
+    its result records) and its task's section without the rate grid."""
     p = {k: copy.deepcopy(v) for k, v in params.items() if k not in DROPPED}
     if isinstance(p.get("lm"), dict):
         p["lm"] = {k: v for k, v in p["lm"].items() if k not in LM_NOT_KEYED}
@@ -64,6 +66,15 @@ def new_params(params: dict, model_digests: dict[str, str]) -> dict:
         p["model"] = model_digests[p["model"]]
     if stage_of(p["unit"]) == "tasks":
         p.pop("lm", None)
+        # keyed on the unit's own rate and its section less the rate grid
+        section = p["unit"].split("-")[0].removesuffix("grid")
+        if isinstance(p.get(section), dict) and "lrs" in p[section]:
+            p[section] = {k: v for k, v in p[section].items() if k != "lrs"}
+        if "lr" not in p:
+            if lr is None:
+                raise ValueError(f"unit {params.get('unit')!r}: a task unit needs its rate "
+                                 "(the lr its result records) to be re-keyed")
+            p["lr"] = lr
     return p
 
 
@@ -77,7 +88,7 @@ def rekey(units: list[dict]) -> tuple[list[dict], dict[str, str]]:
     for u in order:
         stage = stage_of(u["key"])
         code = codes.setdefault(stage, stage_code(stage))
-        params = new_params(u["params"], moved)
+        params = new_params(u["params"], moved, u.get("lr"))
         new = {**u, "params": params, "code": code, "digest": digest(params, code),
                "rekeyed": {"from_code": u["code"], "from_digest": u["digest"]}}
         moved[u["digest"]] = new["digest"]
@@ -104,13 +115,16 @@ def sample(units: list[dict]) -> list[str]:
 
 
 class CheckStore(UnitStore):
-    """A scratch store: the re-keyed units less the sample; a sampled unit is compared with
-    its stored result when the run puts it; any other unit the run computes is an error."""
+    """A scratch store: the re-keyed units less the sample, and ``others`` (the stored
+    units under other code hashes, which a run of one stage's units reads from the other
+    stages); a sampled unit is compared with its stored result when the run puts it; any
+    other unit the run computes is an error."""
 
-    def __init__(self, folder: Path, rekeyed: list[dict], check: list[str]):
+    def __init__(self, folder: Path, rekeyed: list[dict], check: list[str],
+                 others: list[dict] = ()):
         super().__init__(folder)
         self.expected = {u["key"]: u for u in rekeyed if u["key"] in check}
-        for u in rekeyed:
+        for u in [*others, *rekeyed]:
             if u["key"] not in check:
                 self.units[u["key"] + "@" + u["digest"]] = u
         self.checked: dict[str, list[str]] = {}
@@ -159,7 +173,8 @@ def main(argv=None) -> int:
             src = args.cache / f"{u['key']}-{u['rekeyed']['from_digest']}.pt"
             if src.exists() and u["key"] not in check:
                 shutil.copy2(src, cache / f"{u['key']}-{u['digest']}.pt")
-        store = CheckStore(tmp / "units", rekeyed, check)
+        others = [u for p, u in files.items() if p not in old]
+        store = CheckStore(tmp / "units", rekeyed, check, others)
         R.torch.set_num_threads(1)
         tasks = tuple(t for t in R.STAGES if any(stage_of(u["key"]) == "tasks"
                                                  and u["key"].startswith(t) for u in rekeyed))

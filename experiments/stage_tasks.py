@@ -4,8 +4,9 @@ protocol can change without making the language models stale.
 The protocol, for each task and encoding (the embedding scale is the one tuned on the
 language model):
 
-* **rates**: seed 0 is trained at every rate of the task's ``lrs`` (log-spaced); the
-  chosen rate is the one that reaches the target accuracy in the fewest steps, or, where
+* **rates**: seed 0 is trained at every rate of the task's ``lrs`` (log-spaced); a unit is
+  keyed on its own rate, not on the grid, so widening the grid trains only the new rates
+  (and the seeds of an encoding whose choice moves); the chosen rate is the one that reaches the target accuracy in the fewest steps, or, where
   none reaches it, the one with the best in-distribution accuracy at the cap;
 * **training to a target**: every ``check_every`` steps the in-distribution validation
   accuracy (per symbol, teacher-forced, on sequences drawn like the training ones from a
@@ -64,7 +65,12 @@ def task(runner, name: str, lm_chosen: dict) -> dict:
                     "learned": acc >= tc["target"],
                     "checks": [[tc["check_every"] * (i + 1), a] for i, a in enumerate(checks)],
                     "test": evaluate(res.model, seed)}
-        return runner.unit(key, fn, {"embed_scale": lm_chosen[enc]["embed_scale"]})
+        # keyed on the unit's own rate and the section less its grid, so a grid that grows
+        # leaves the units it already holds valid (the section passed here replaces the
+        # whole one the runner would add)
+        section = {k: v for k, v in tc.items() if k != "lrs"}
+        return runner.unit(key, fn, {name: section, "lr": lr,
+                                     "embed_scale": lm_chosen[enc]["embed_scale"]})
 
     grid, chosen, runs = [], {}, []
     for enc in runner.encodings:

@@ -189,6 +189,29 @@ def test_rekey_carries_units_across_a_layout_change_only_if_a_rerun_agrees(tmp_p
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0 and ": " not in "".join(
         line for line in proc.stdout.splitlines() if line.startswith("  ")), proc.stdout
+    # one stage's units alone under an older code and layout (task units keyed on their
+    # section's whole rate grid, not on their own rate): the re-key reads the other
+    # stages' units as stored and carries the tasks' units only
+    config = json.loads((out / "results.json").read_text())["config"]
+    tasks = {n: u for n, u in fresh.items() if U.stage_of(u["key"]) == "tasks"}
+    assert tasks and all("lr" in u["params"] and "lrs" not in u["params"][sec]
+                         for u in tasks.values()
+                         for sec in [u["key"].split("-")[0].removesuffix("grid")])
+    for name, u in tasks.items():
+        sec = u["key"].split("-")[0].removesuffix("grid")
+        params = {k: v for k, v in u["params"].items() if k != "lr"}
+        params[sec] = {**params[sec], "lrs": config[sec]["lrs"]}
+        aged_unit = {**u, "params": params, "code": "0ldtasks0ld0",
+                     "digest": U.digest(params, "0ldtasks0ld0")}
+        (units / name).write_text(json.dumps(aged_unit))
+    proc = subprocess.run([*rekey[:3], "0ldtasks0ld0", *rekey[4:]], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert f"{len(tasks)} units under code 0ldtasks0ld0" in proc.stdout
+    for fname, unit in fresh.items():
+        got = json.loads((units / fname).read_text())
+        assert {k: v for k, v in got.items() if k != "rekeyed"} == unit, fname
+        assert (got["rekeyed"]["from_code"] == "0ldtasks0ld0") == (fname in tasks)
 
 
 def test_unit_store_keys_on_parameters_and_code_and_survives_a_torn_line(tmp_path):
