@@ -30,15 +30,12 @@ if str(ROOT) not in sys.path:
 
 from experiments.rekey import CheckStore  # noqa: E402
 from posenc.analysis.experiments import corpus as C  # noqa: E402
-from posenc.analysis.experiments.units import stage_code, stage_of  # noqa: E402
+from posenc.analysis.experiments.units import stage_code, stage_of, unit_kind  # noqa: E402
 
 UNITS = ROOT / "experiments" / "units" / "cpu"
 CACHE = ROOT / "experiments" / ".cache"
 
 
-def _kind(key: str) -> str:
-    parts = key.split("-")
-    return parts[0] if parts[0] != "test" else "test-" + parts[1]
 
 
 def _model(unit: dict) -> str | None:
@@ -52,16 +49,16 @@ def choose(units: list[dict], weights: set[str]) -> list[str]:
     weights (``weights``: the digests with a cached file) or the model in the sample."""
     trained = {}
     for u in units:
-        if _model(u) is None and (_kind(u["key"]) not in trained
-                                  or u["seconds"] < trained[_kind(u["key"])]["seconds"]):
-            trained[_kind(u["key"])] = u
+        if _model(u) is None and (unit_kind(u["key"]) not in trained
+                                  or u["seconds"] < trained[unit_kind(u["key"])]["seconds"]):
+            trained[unit_kind(u["key"])] = u
     picked = {u["digest"] for u in trained.values()}
     readers: dict[str, dict] = {}
     for u in units:
         m = _model(u)
         if m is None or not (m in weights or m in picked):
             continue
-        k = _kind(u["key"])
+        k = unit_kind(u["key"])
         if k not in readers or u["seconds"] < readers[k]["seconds"]:
             readers[k] = u
     return sorted(u["key"] for u in [*trained.values(), *readers.values()])

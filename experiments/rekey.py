@@ -40,7 +40,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from posenc.analysis.experiments import corpus as C  # noqa: E402
-from posenc.analysis.experiments.units import UnitStore, digest, stage_code, stage_of  # noqa: E402
+from posenc.analysis.experiments.units import (  # noqa: E402
+    UnitStore, digest, stage_code, stage_of, unit_kind)
 from experiments.stage_lm import LM_NOT_KEYED  # noqa: E402
 
 #: result fields that are timings or bookkeeping, not outcomes
@@ -101,8 +102,7 @@ def sample(units: list[dict]) -> list[str]:
     plus the cheapest evaluation of a model outside the sample."""
     kinds: dict[str, dict] = {}
     for u in units:
-        parts = u["key"].split("-")
-        kind = parts[0] if parts[0] != "test" else "test-" + parts[1]
+        kind = unit_kind(u["key"])
         if kind not in kinds or u["seconds"] < kinds[kind]["seconds"]:
             kinds[kind] = u
     keys = {u["key"] for u in kinds.values()}

@@ -89,7 +89,8 @@ from posenc.analysis.experiments.markdown import gpu_markdown, write_markdown  #
 from posenc.analysis.experiments.models import ENCODINGS  # noqa: E402
 from posenc.analysis.experiments.rules import matched_kinds, scaling_parameters  # noqa: E402,F401
 from posenc.analysis.experiments.units import (  # noqa: E402
-    STAGES as CODE_STAGES, UnitStore, code_hash, cpu_name, git_commit, stage_code, stage_of)
+    STAGES as CODE_STAGES, UnitStore, code_hash, cpu_name, git_commit, stage_code, stage_of,
+    unit_kind)
 from experiments.stage_finetune import finetune  # noqa: E402
 from experiments.stage_gpu import GpuPlan  # noqa: E402
 from experiments.stage_lm import Runner  # noqa: E402
@@ -459,6 +460,13 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
     body["stage_seconds"] = stage_s
     body["pending"] = pending
     body["unit_seconds"] = sum(r.seconds.values())
+    # by kind of unit (an evaluation by the kind of model it reads, as recheck.py samples
+    # them), so a re-timed sample of each kind can scale the whole (report.rerun_seconds)
+    kinds: dict[str, float] = {}
+    for key, sec in r.seconds.items():
+        kind = unit_kind(key)
+        kinds[kind] = kinds.get(kind, 0.0) + sec
+    body["kind_seconds"] = kinds
     return body
 
 

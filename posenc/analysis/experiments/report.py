@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import stats
+from .units import unit_kind
 
 SCHEMA = 3
 
@@ -428,6 +429,34 @@ def claims(results, *, n_boot: int = 2000) -> list[dict]:
         c["p_holm"] = q
         c["holds"] = c["mean"] < 0 and c["hi"] < 0 and q < 0.05
     return out
+
+
+def rerun_seconds(results, recheck) -> dict:
+    """What re-running every unit of ``results`` would cost on the machine of ``recheck``
+    (``experiments/recheck-cpu.json``, which re-ran one unit of each kind): each kind's
+    stored seconds (``results["kind_seconds"]``) times its re-run unit's new / stored
+    time.  An estimate, as good as one unit per kind; ``ValueError`` if a kind has no
+    re-run unit, or ``results`` records no time by kind.
+
+    >>> res = {"kind_seconds": {"lm": 100.0, "copy": 50.0}}
+    >>> rc = {"units": {"lm-a-s1": {"stored_seconds": 20.0, "seconds": 10.0},
+    ...                 "copy-a-s3": {"stored_seconds": 5.0, "seconds": 5.0}}}
+    >>> rerun_seconds(res, rc)
+    {'stored': 150.0, 'rerun': 100.0, 'ratios': {'lm': 0.5, 'copy': 1.0}}
+    """
+    kinds = results.get("kind_seconds") if isinstance(results, dict) else None
+    if not isinstance(kinds, dict) or not kinds:
+        raise ValueError("results must record 'kind_seconds' (experiments/run.py writes it)")
+    ratios: dict[str, float] = {}
+    for key, u in recheck["units"].items():
+        ratios[unit_kind(key)] = u["seconds"] / u["stored_seconds"]
+    missing = sorted(set(kinds) - set(ratios))
+    if missing:
+        raise ValueError(f"recheck must re-run a unit of every kind results has; none of "
+                         f"{missing}")
+    return {"stored": float(sum(kinds.values())),
+            "rerun": float(sum(sec * ratios[k] for k, sec in kinds.items())),
+            "ratios": {k: ratios[k] for k in kinds}}
 
 
 def summarise(values: list) -> dict | None:

@@ -71,6 +71,17 @@ def stage_of(key: str) -> str:
     return UNIT_STAGE[kind]
 
 
+def unit_kind(key: str) -> str:
+    """A unit's kind, from its key: the key's first part, and for an evaluation
+    (``test-``) the kind of model it reads as well.
+
+    >>> unit_kind("lm-rope-lr0.01-x7.07-s3"), unit_kind("test-ref-rope-L512-s2")
+    ('lm', 'test-ref')
+    """
+    parts = key.split("-")
+    return parts[0] if parts[0] != "test" else "test-" + parts[1]
+
+
 def _in_scope(path: Path, root: Path) -> bool:
     rel = path.relative_to(root).as_posix()
     return (path.is_file() and path.name not in INFRA | PRESENTATION
