@@ -36,8 +36,6 @@ UNITS = ROOT / "experiments" / "units" / "cpu"
 CACHE = ROOT / "experiments" / ".cache"
 
 
-
-
 def _model(unit: dict) -> str | None:
     """The digest of the trained model a unit reads, if it reads one."""
     m = unit["params"].get("model")

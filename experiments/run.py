@@ -127,8 +127,8 @@ CPU = {
     # sinusoidal model and the T5 bias chose copy's largest and the learned table passkey's;
     # at 0.03 NoPE and the T5 bias chose copy's largest again, and no passkey run learned
     "copy": {"m": [4, 24], "eval_m": [8, 16, 24, 48, 96, 192], "steps": 3000, "batch": 64,
-             "lrs": [1e-3, 3e-3, 1e-2, 3e-2, 1e-1], "target": 0.99, "check_every": 100, "n_valid": 128,
-             "n_eval": 64},
+             "lrs": [1e-3, 3e-3, 1e-2, 3e-2, 1e-1], "target": 0.99, "check_every": 100,
+             "n_valid": 128, "n_eval": 64},
     "passkey": {"total": [16, 48], "eval_totals": [48, 96, 192, 384, 768],
                 "depths": [0.1, 0.5, 0.9], "steps": 3000, "batch": 64,
                 "lrs": [1e-3, 3e-3, 1e-2, 3e-2], "target": 0.99, "check_every": 100,

@@ -4,10 +4,11 @@ protocol can change without making the language models stale.
 The protocol, for each task and encoding (the embedding scale is the one tuned on the
 language model):
 
-* **rates**: seed 0 is trained at every rate of the task's ``lrs`` (log-spaced); a unit is
+* **rates**: seed 0 is trained at every rate of the task's ``lrs`` (log-spaced); the
+  chosen rate is the one that reaches the target accuracy in the fewest steps, or, where
+  none reaches it, the one with the best in-distribution accuracy at the cap.  A unit is
   keyed on its own rate, not on the grid, so widening the grid trains only the new rates
-  (and the seeds of an encoding whose choice moves); the chosen rate is the one that reaches the target accuracy in the fewest steps, or, where
-  none reaches it, the one with the best in-distribution accuracy at the cap;
+  (and the seeds of an encoding whose choice moves);
 * **training to a target**: every ``check_every`` steps the in-distribution validation
   accuracy (per symbol, teacher-forced, on sequences drawn like the training ones from a
   stream no training batch uses) is measured, and training stops once it reaches
