@@ -214,6 +214,19 @@ def test_rekey_carries_units_across_a_layout_change_only_if_a_rerun_agrees(tmp_p
         assert (got["rekeyed"]["from_code"] == "0ldtasks0ld0") == (fname in tasks)
 
 
+def test_rekey_maps_a_task_unit_to_its_own_rate_and_needs_that_rate():
+    from experiments.rekey import new_params
+
+    old = {"unit": "copygrid-rope-lr0.003", "model": {"d_model": 64}, "seeds": [0, 1],
+           "copy": {"steps": 3000, "lrs": [1e-3, 3e-3]}, "embed_scale": 1.0}
+    got = new_params(old, {}, 3e-3)
+    assert got == {"unit": "copygrid-rope-lr0.003", "model": {"d_model": 64},
+                   "copy": {"steps": 3000}, "embed_scale": 1.0, "lr": 3e-3}
+    assert "lrs" in old["copy"]  # the stored parameters are not changed in place
+    with pytest.raises(ValueError, match="a task unit needs its rate"):
+        new_params(old, {})
+
+
 def test_unit_store_keys_on_parameters_and_code_and_survives_a_torn_line(tmp_path):
     store = U.UnitStore(tmp_path / "a", jsonl=True, code="c1")
     u = store.put("lm-rope-s0", {"lr": 1e-3}, {"loss": 1.5})

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from experiments.recheck import choose, largest_difference  # noqa: E402
+from posenc.analysis.experiments.report import rerun_seconds  # noqa: E402
 
 
 def unit(key, seconds, model=None, digest=None):
@@ -61,3 +62,17 @@ def test_recheck_refuses_bad_input(tmp_path):
 def test_the_committed_recheck_has_its_sections(field):
     data = json.loads((ROOT / "experiments" / "recheck-cpu.json").read_text())
     assert data[field]
+
+
+def test_rerun_seconds_scales_each_kind_and_refuses_what_it_cannot_scale():
+    rc = {"units": {"lm-a-s1": {"stored_seconds": 20.0, "seconds": 10.0},
+                    "test-lm-a-s1": {"stored_seconds": 4.0, "seconds": 1.0}}}
+    got = rerun_seconds({"kind_seconds": {"lm": 100.0, "test-lm": 40.0}}, rc)
+    assert got == {"stored": 140.0, "rerun": 60.0, "ratios": {"lm": 0.5, "test-lm": 0.25}}
+    with pytest.raises(ValueError, match="kind_seconds"):
+        rerun_seconds({"unit_seconds": 140.0}, rc)
+    with pytest.raises(ValueError, match=r"a unit of every kind.*'copy'"):
+        rerun_seconds({"kind_seconds": {"lm": 1.0, "copy": 1.0}}, rc)
+    zero = {"units": {"lm-a-s1": {"stored_seconds": 0.0, "seconds": 1.0}}}
+    with pytest.raises(ValueError, match="stored_seconds > 0"):
+        rerun_seconds({"kind_seconds": {"lm": 1.0}}, zero)

@@ -436,7 +436,7 @@ def rerun_seconds(results, recheck) -> dict:
     (``experiments/recheck-cpu.json``, which re-ran one unit of each kind): each kind's
     stored seconds (``results["kind_seconds"]``) times its re-run unit's new / stored
     time.  An estimate, as good as one unit per kind; ``ValueError`` if a kind has no
-    re-run unit, or ``results`` records no time by kind.
+    re-run unit, a re-run unit has no stored time, or ``results`` records no time by kind.
 
     >>> res = {"kind_seconds": {"lm": 100.0, "copy": 50.0}}
     >>> rc = {"units": {"lm-a-s1": {"stored_seconds": 20.0, "seconds": 10.0},
@@ -449,6 +449,9 @@ def rerun_seconds(results, recheck) -> dict:
         raise ValueError("results must record 'kind_seconds' (experiments/run.py writes it)")
     ratios: dict[str, float] = {}
     for key, u in recheck["units"].items():
+        if not u["stored_seconds"] > 0:
+            raise ValueError(f"recheck unit {key!r} must have stored_seconds > 0, got "
+                             f"{u['stored_seconds']!r}")
         ratios[unit_kind(key)] = u["seconds"] / u["stored_seconds"]
     missing = sorted(set(kinds) - set(ratios))
     if missing:
