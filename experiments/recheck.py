@@ -1,8 +1,10 @@
 """Re-run a sample of the committed CPU-tier units with the current code, and compare each
 with its stored result: the check a reviewer runs first (does a rerun give the numbers?).
 
-    python experiments/recheck.py                  the cheapest unit of every kind
+    python experiments/recheck.py                  the cheapest unit of every kind and
+                                                   of every work group
     python experiments/recheck.py --keys K1,K2     these units
+    python experiments/recheck.py --jobs 2         in two processes side by side
 
 Every other unit is read from the committed files, and the sampled ones are trained or
 evaluated again in a scratch folder; nothing committed is touched.  A unit is compared on
@@ -10,8 +12,10 @@ every field but timings and bookkeeping (``rekey.NOT_COMPARED``), and its digest
 stored one, so the check also shows that the code a unit was keyed on is the code that ran.
 A unit that reads a trained model (an evaluation, a scaling rule, a fine-tuning run, a probe)
 is sampled only where that model's weights are in ``experiments/.cache`` or the model is
-itself in the sample.  Prints each unit's verdict and its stored and new seconds, and exits
-1 if any differs.
+itself in the sample (else the model is trained again too).  Prints each unit's verdict and
+its stored and new seconds, and exits 1 if any differs.  The new seconds of one unit of each
+work group time the whole protocol (``report.rerun_seconds``): the stored seconds cannot,
+as many units ran while other work shared the machine.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import argparse
 import copy
 import json
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -30,7 +35,12 @@ if str(ROOT) not in sys.path:
 
 from experiments.rekey import CheckStore  # noqa: E402
 from posenc.analysis.experiments import corpus as C  # noqa: E402
-from posenc.analysis.experiments.units import stage_code, stage_of, unit_kind  # noqa: E402
+from posenc.analysis.experiments.units import (  # noqa: E402
+    stage_code,
+    stage_of,
+    unit_kind,
+    work_group,
+)
 
 UNITS = ROOT / "experiments" / "units" / "cpu"
 CACHE = ROOT / "experiments" / ".cache"
@@ -43,23 +53,31 @@ def _model(unit: dict) -> str | None:
 
 
 def choose(units: list[dict], weights: set[str]) -> list[str]:
-    """The cheapest unit of every kind that can run here: a unit reading a model needs its
-    weights (``weights``: the digests with a cached file) or the model in the sample."""
-    trained = {}
-    for u in units:
-        if _model(u) is None and (unit_kind(u["key"]) not in trained
-                                  or u["seconds"] < trained[unit_kind(u["key"])]["seconds"]):
-            trained[unit_kind(u["key"])] = u
+    """The cheapest unit of every kind and of every work group (:func:`units.work_group`:
+    the units that do the same work per step) that can run here.  A unit reading a model
+    needs its weights (``weights``: the digests with a cached file) or the model in the
+    sample; where no unit of a kind or group can, its cheapest is taken with its model."""
+    models = {u["digest"]: u for u in units}
+    sets = {"kind": lambda u: unit_kind(u["key"]), "group": lambda u: work_group(u, models)[0]}
+
+    def cheapest(pool):
+        best: dict = {}
+        for u in pool:
+            for name, of in sets.items():
+                k = (name, of(u))
+                if k not in best or u["seconds"] < best[k]["seconds"]:
+                    best[k] = u
+        return best
+
+    trained = cheapest([u for u in units if _model(u) is None])
     picked = {u["digest"] for u in trained.values()}
-    readers: dict[str, dict] = {}
-    for u in units:
-        m = _model(u)
-        if m is None or not (m in weights or m in picked):
-            continue
-        k = unit_kind(u["key"])
-        if k not in readers or u["seconds"] < readers[k]["seconds"]:
-            readers[k] = u
-    return sorted(u["key"] for u in [*trained.values(), *readers.values()])
+    readers = [u for u in units if _model(u) is not None]
+    runnable = cheapest([u for u in readers if _model(u) in weights | picked])
+    for k, u in cheapest(readers).items():
+        if k not in runnable:  # no reader of this kind or group can run: train its model
+            runnable[k] = u
+            trained[("model", u["key"])] = models[_model(u)]
+    return sorted({u["key"] for u in [*trained.values(), *runnable.values()]})
 
 
 def _numbers(x, path=""):
@@ -106,22 +124,68 @@ class TimedStore(CheckStore):
 
 def report(store: TimedStore, stored: dict, new: dict, run_module) -> dict:
     """The recheck as a file: provenance, and per unit the verdict, the fields that differ
-    (with the largest absolute difference in each), the seconds, the commit that stored it,
-    and for an evaluation the target loss at each length, stored and now."""
+    (with the largest absolute difference in each), the seconds (of training as well, for
+    a unit that trains) and its work group and steps (:func:`units.work_group`), the commit
+    that stored it, and for an evaluation the target loss at each length, stored and now."""
+    models = {u["digest"]: u for u in stored.values()}
     prov = run_module.provenance(1, "cpu")
     prov["machine"]["isa"] = run_module.torch.backends.cpu.get_cpu_capability()
     out: dict = {"provenance": prov, "units": {}}
     for key, fields in sorted(store.checked.items()):
         old, now = stored[key], new[key]
+        group, steps = work_group(old, models)
         row = {"equal": not fields, "differs": store.diffs[key],
                "stored_commit": old.get("commit"), "stored_seconds": old["seconds"],
-               "seconds": now["seconds"]}
+               "seconds": now["seconds"], "group": group, "steps": steps,
+               "train_seconds": now.get("train_seconds")}
         if key.startswith("test-"):
             row["target"] = {n: [None if v is None else v["target"],
                                  None if now["test"][n] is None else now["test"][n]["target"]]
                              for n, v in old["test"].items()}
         out["units"][key] = row
     return out
+
+
+def split(sample: list[dict], jobs: int) -> list[list[str]]:
+    """``sample`` in ``jobs`` parts of about equal stored seconds, each unit in the part of
+    the model it reads where that model is in the sample (so no part trains it twice)."""
+    digests = {u["digest"] for u in sample}
+    bundles: dict[str, list[dict]] = {}
+    for u in sample:
+        m = _model(u)
+        bundles.setdefault(m if m in digests else u["digest"], []).append(u)
+    parts: list[list[str]] = [[] for _ in range(jobs)]
+    load = [0.0] * jobs
+    for b in sorted(bundles.values(), key=lambda b: -sum(u["seconds"] for u in b)):
+        i = load.index(min(load))
+        parts[i] += [u["key"] for u in b]
+        load[i] += sum(u["seconds"] for u in b)
+    return [sorted(p) for p in parts if p]
+
+
+def _side_by_side(args, parts: list[list[str]]) -> int:
+    """Run each part in its own process at once and merge their files into ``args.json``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        procs, files = [], []
+        for i, keys in enumerate(parts):
+            files.append(Path(tmp) / f"part{i}.json")
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--keys", ",".join(keys),
+                   "--units", str(args.units), "--cache", str(args.cache),
+                   "--json", str(files[-1])]
+            if args.keep is not None:
+                cmd += ["--keep", str(args.keep)]
+            procs.append(subprocess.Popen(cmd))
+        codes = [p.wait() for p in procs]
+        got = [json.loads(f.read_text()) for f in files if f.exists()]
+    if len(got) < len(parts):
+        print(f"{len(parts) - len(got)} of {len(parts)} processes wrote no file",
+              file=sys.stderr)
+        return max(codes) or 1
+    merged = {"provenance": {**got[0]["provenance"], "jobs": len(parts)},
+              "units": {k: v for g in got for k, v in sorted(g["units"].items())}}
+    if args.json is not None:
+        args.json.write_text(json.dumps(merged, indent=1) + "\n")
+    return max(codes)
 
 
 def main(argv=None) -> int:
@@ -136,7 +200,13 @@ def main(argv=None) -> int:
                     help="write each unit's verdict, timings and differences here")
     ap.add_argument("--keep", type=Path, default=None,
                     help="a folder to keep the re-run units in (default: none kept)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="processes side by side, one thread each, as the CPU tier runs "
+                         "(default 1); each takes whole models with the units that read "
+                         "them")
     args = ap.parse_args(argv)
+    if args.jobs < 1:
+        ap.error(f"--jobs must be >= 1, got {args.jobs}")
     units = [json.loads(p.read_text()) for p in sorted(args.units.glob("*.json"))]
     if not units:
         ap.error(f"--units {args.units}: no unit files there")
@@ -156,6 +226,8 @@ def main(argv=None) -> int:
         check = choose(units, set(cached))
     print(f"re-running {len(check)} of {len(units)} units: " + ", ".join(check), flush=True)
     by_key = {u["key"]: u for u in units}
+    if args.jobs > 1:
+        return _side_by_side(args, split([by_key[k] for k in check], args.jobs))
     sampled = {by_key[k]["digest"] for k in check}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

@@ -82,6 +82,50 @@ def unit_kind(key: str) -> str:
     return parts[0] if parts[0] != "test" else "test-" + parts[1]
 
 
+def work_group(unit: dict, models: dict) -> tuple[str, int | None]:
+    """``(group, steps)``: units of one group do the same work per step, so a re-timed unit
+    of the group times them all (:func:`report.rerun_seconds`).  ``steps`` is the training
+    steps a unit ran (``None`` for a unit that trains nothing or a fixed number of steps).
+
+    A trained language model's group is its architecture, length and batch (the rate and
+    the seed do not change the cost of a step); an evaluation's is the group of the model
+    it reads (``models``: stored units by digest); a task run's is the task and encoding
+    (its steps are the steps it took to learn, or the cap); a scaling rule's, fine-tuning
+    arm's and probe's are their kind and variant.
+
+    >>> lm = {"key": "lm-rope-s1", "digest": "d1", "steps": 800, "params": {"trained": {
+    ...       "batch": 16, "cfg": {"encoding": "rope", "n_heads": 4, "train_length": 128}}}}
+    >>> work_group(lm, {})
+    ('train-rope-h4-L128-b16', 800)
+    >>> work_group({"key": "test-lm-rope-s1", "params": {"model": "d1"}}, {"d1": lm})
+    ('test-rope-h4-L128', None)
+    >>> work_group({"key": "copygrid-t5-lr0.01", "encoding": "t5", "steps": 1700,
+    ...             "params": {}}, {})
+    ('copy-t5', 1700)
+    """
+    key, params = unit["key"], unit["params"]
+    kind = key.split("-")[0]
+    if kind in ("copy", "copygrid", "passkey", "passkeygrid"):
+        return f"{kind.replace('grid', '')}-{unit['encoding']}", int(unit["steps"])
+    if "trained" in params:
+        cfg, batch = params["trained"]["cfg"], params["trained"]["batch"]
+        return (f"train-{cfg['encoding']}-h{cfg['n_heads']}-L{cfg['train_length']}"
+                f"-b{batch}", int(unit["steps"]))
+    if kind == "test":
+        model = models.get(params.get("model"))
+        if model is None:
+            raise ValueError(f"{key}: the model it reads ({params.get('model')!r}) must be "
+                             "among the stored units")
+        return "test-" + work_group(model, models)[0].split("-", 1)[1].rsplit("-b", 1)[0], None
+    if kind in ("scale", "scalematched"):
+        return f"{kind}-{unit['kind']}", None
+    if kind in ("finetune", "finetunegrid"):
+        return f"finetune-{unit['arm']}", None
+    if kind == "probe":
+        return f"probe-{unit['encoding']}-L{unit['train_length']}", None
+    raise ValueError(f"unit key must be of a kind with a known work group, got {key!r}")
+
+
 def _in_scope(path: Path, root: Path) -> bool:
     rel = path.relative_to(root).as_posix()
     return (path.is_file() and path.name not in INFRA | PRESENTATION
