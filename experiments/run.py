@@ -90,7 +90,7 @@ from posenc.analysis.experiments.models import ENCODINGS  # noqa: E402
 from posenc.analysis.experiments.rules import matched_kinds, scaling_parameters  # noqa: E402,F401
 from posenc.analysis.experiments.units import (  # noqa: E402
     STAGES as CODE_STAGES, UnitStore, code_hash, cpu_name, git_commit, stage_code, stage_of,
-    unit_kind)
+    unit_kind, work_group)
 from experiments.stage_finetune import finetune  # noqa: E402
 from experiments.stage_gpu import GpuPlan  # noqa: E402
 from experiments.stage_lm import Runner  # noqa: E402
@@ -296,6 +296,7 @@ class PartRunner(Runner):
             self.config = {**self.config,
                            "finetune": {**self.config["finetune"], "arms": list(arms)}}
         self.probes, self.assemble = probes, assemble
+        self.used: dict[str, dict] = {}  # every unit this run read or computed, by key
 
     def _params(self, key: str, extra: dict | None = None) -> dict:
         own, self.config = self.config, self.keyed
@@ -313,8 +314,10 @@ class PartRunner(Runner):
             if out is None:
                 raise Pending(key)
             self.seconds[key] = out["seconds"]
-            return out
-        return super().unit(key, fn, extra)
+        else:
+            out = super().unit(key, fn, extra)
+        self.used[key] = out
+        return out
 
 
 def finished_finetune(r: PartRunner, chosen: dict) -> tuple[dict, dict]:
@@ -468,6 +471,10 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
         kind = unit_kind(key)
         kinds[kind] = kinds.get(kind, 0.0) + sec
     body["kind_seconds"] = kinds
+    # each unit's work group and steps (units.work_group), so that one re-timed unit of
+    # each group times the whole protocol (report.rerun_seconds)
+    models = {u["digest"]: u for u in r.store.units.values()}
+    body["unit_work"] = {key: list(work_group(u, models)) for key, u in sorted(r.used.items())}
     return body
 
 

@@ -14,13 +14,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from experiments.recheck import choose, largest_difference  # noqa: E402
+from experiments.recheck import choose, largest_difference, split  # noqa: E402
 from posenc.analysis.experiments.report import rerun_seconds  # noqa: E402
 
 
-def unit(key, seconds, model=None, digest=None):
+def unit(key, seconds, model=None, digest=None, steps=100):
     params = {"unit": key} if model is None else {"unit": key, "model": model}
-    return {"key": key, "seconds": seconds, "params": params, "digest": digest or key}
+    if model is None and not key.startswith(("copy", "passkey")):
+        params["trained"] = {"batch": 4, "cfg": {"encoding": key.split("-")[1],
+                                                 "n_heads": 2, "train_length": 32}}
+    enc = key.split("-")[1] if not key.startswith("test-") else key.split("-")[2]
+    return {"key": key, "seconds": seconds, "params": params, "digest": digest or key,
+            "steps": steps, "encoding": enc}
 
 
 def test_largest_difference_over_nested_numbers():
@@ -31,21 +36,38 @@ def test_largest_difference_over_nested_numbers():
     assert largest_difference([1, 2], [1, 2, 3]) == float("inf")
 
 
-def test_choose_takes_the_cheapest_of_every_kind_that_can_run():
+def test_choose_takes_the_cheapest_of_every_kind_and_work_group_that_can_run():
     units = [
         unit("lm-rope-lr0.01-x7.07-s1", 50, digest="m1"),
         unit("lm-rope-lr0.01-x7.07-s2", 40, digest="m2"),
+        unit("lm-alibi-lr0.01-x1-s1", 60, digest="a1"),   # its own work group
+        unit("budget-rope-x0.5-s1", 45, digest="b1"),     # another kind, the group of m2
         unit("copy-rope-s1", 9),
         unit("copy-rope-s2", 7),
+        unit("copy-t5-s2", 8),
         # evaluations: of the sampled model, of a model with cached weights, of neither
         unit("test-lm-rope-lr0.01-x7.07-s2", 30, model="m2"),
         unit("test-lm-rope-lr0.01-x7.07-s1", 5, model="m1"),
-        unit("scale-yarn-s1", 1, model="m1"),
-        unit("scale-yarn-s3", 2, model="m3"),
+        # an evaluation of a group no runnable unit covers: it is taken with its model
+        unit("test-lm-alibi-lr0.03-x1-s1", 5, model="a3"),
+        unit("lm-alibi-lr0.03-x1-s1", 90, digest="a3"),
     ]
-    got = choose(units, weights={"m3"})
-    assert got == sorted(["lm-rope-lr0.01-x7.07-s2", "copy-rope-s2",
-                          "test-lm-rope-lr0.01-x7.07-s2", "scale-yarn-s3"])
+    got = choose(units, weights={"m9"})
+    assert got == sorted(["lm-rope-lr0.01-x7.07-s2", "lm-alibi-lr0.01-x1-s1",
+                          "budget-rope-x0.5-s1", "copy-rope-s2", "copy-t5-s2",
+                          "test-lm-rope-lr0.01-x7.07-s2", "test-lm-alibi-lr0.03-x1-s1",
+                          "lm-alibi-lr0.03-x1-s1"])
+
+
+def test_split_balances_the_parts_and_keeps_a_model_with_its_readers():
+    units = [unit("lm-rope-s1", 50, digest="m1"), unit("test-lm-rope-s1", 30, model="m1"),
+             unit("lm-t5-s1", 70, digest="t1"), unit("copy-rope-s2", 20),
+             unit("test-lm-t5-s9", 10, model="cached")]
+    parts = split(units, 2)
+    assert len(parts) == 2
+    assert any({"lm-rope-s1", "test-lm-rope-s1"} <= set(p) for p in parts)
+    assert sorted(k for p in parts for k in p) == sorted(u["key"] for u in units)
+    assert split(units[:1], 3) == [["lm-rope-s1"]]  # no empty part
 
 
 def test_recheck_refuses_bad_input(tmp_path):
@@ -64,15 +86,21 @@ def test_the_committed_recheck_has_its_sections(field):
     assert data[field]
 
 
-def test_rerun_seconds_scales_each_kind_and_refuses_what_it_cannot_scale():
-    rc = {"units": {"lm-a-s1": {"stored_seconds": 20.0, "seconds": 10.0},
-                    "test-lm-a-s1": {"stored_seconds": 4.0, "seconds": 1.0}}}
-    got = rerun_seconds({"kind_seconds": {"lm": 100.0, "test-lm": 40.0}}, rc)
-    assert got == {"stored": 140.0, "rerun": 60.0, "ratios": {"lm": 0.5, "test-lm": 0.25}}
-    with pytest.raises(ValueError, match="kind_seconds"):
+def test_rerun_seconds_times_each_unit_by_its_group_and_refuses_what_it_cannot_time():
+    work = {"lm-a-s1": ["train-a", 800], "lm-a-s2": ["train-a", 1600],
+            "copy-a-s1": ["copy-a", 300], "test-lm-a-s1": ["test-a", None]}
+    rc = {"units": {
+        "lm-a-s1": {"group": "train-a", "steps": 800, "seconds": 31.0, "train_seconds": 30.0},
+        "copy-a-s1": {"group": "copy-a", "steps": 100, "seconds": 12.0, "train_seconds": 4.0},
+        "copy-a-s2": {"group": "copy-a", "steps": 200, "seconds": 16.0, "train_seconds": 8.0},
+        "test-lm-a-s1": {"group": "test-a", "steps": None, "seconds": 5.0},
+    }}
+    got = rerun_seconds({"unit_seconds": 999.0, "unit_work": work}, rc)
+    # train-a: 30/800 s a step and 1 s besides; copy-a: 0.04 s a step and 8 s besides
+    assert got["groups"] == pytest.approx({"copy-a": 20.0, "test-a": 5.0, "train-a": 92.0})
+    assert got["kinds"] == pytest.approx({"copy": 20.0, "lm": 92.0, "test-lm": 5.0})
+    assert got["rerun"] == pytest.approx(117.0) and got["stored"] == 999.0
+    with pytest.raises(ValueError, match="unit_work"):
         rerun_seconds({"unit_seconds": 140.0}, rc)
-    with pytest.raises(ValueError, match=r"a unit of every kind.*'copy'"):
-        rerun_seconds({"kind_seconds": {"lm": 1.0, "copy": 1.0}}, rc)
-    zero = {"units": {"lm-a-s1": {"stored_seconds": 0.0, "seconds": 1.0}}}
-    with pytest.raises(ValueError, match="stored_seconds > 0"):
-        rerun_seconds({"kind_seconds": {"lm": 1.0}}, zero)
+    with pytest.raises(ValueError, match=r"a unit of every work group.*'passkey-a'"):
+        rerun_seconds({"unit_work": {**work, "passkey-a-s1": ["passkey-a", 5]}}, rc)

@@ -433,33 +433,51 @@ def claims(results, *, n_boot: int = 2000) -> list[dict]:
 
 def rerun_seconds(results, recheck) -> dict:
     """What re-running every unit of ``results`` would cost on the machine of ``recheck``
-    (``experiments/recheck-cpu.json``, which re-ran one unit of each kind): each kind's
-    stored seconds (``results["kind_seconds"]``) times its re-run unit's new / stored
-    time.  An estimate, as good as one unit per kind; ``ValueError`` if a kind has no
-    re-run unit, a re-run unit has no stored time, or ``results`` records no time by kind.
+    (``experiments/recheck.py``, which re-ran at least one unit of every work group,
+    :func:`units.work_group`): each unit is timed by its group's re-run units, a unit that
+    trains as the re-run's seconds per training step times its own steps plus the re-run's
+    seconds outside training, any other as the re-run's seconds (a mean where a group has
+    several).  The stored seconds cannot serve: many units ran while other work shared the
+    machine.  ``ValueError`` if ``results`` records no work per unit
+    (``results["unit_work"]``) or a group has no re-run unit.
 
-    >>> res = {"kind_seconds": {"lm": 100.0, "copy": 50.0}}
-    >>> rc = {"units": {"lm-a-s1": {"stored_seconds": 20.0, "seconds": 10.0},
-    ...                 "copy-a-s3": {"stored_seconds": 5.0, "seconds": 5.0}}}
-    >>> rerun_seconds(res, rc)
-    {'stored': 150.0, 'rerun': 100.0, 'ratios': {'lm': 0.5, 'copy': 1.0}}
+    >>> res = {"unit_seconds": 400.0, "unit_work": {"lm-a-s1": ["train-a", 800],
+    ...        "lm-a-s2": ["train-a", 400], "test-lm-a-s1": ["test-a", None]}}
+    >>> rc = {"units": {"lm-a-s1": {"group": "train-a", "steps": 800, "seconds": 30.0,
+    ...                             "train_seconds": 28.0},
+    ...                 "test-lm-a-s1": {"group": "test-a", "steps": None, "seconds": 5.0}}}
+    >>> got = rerun_seconds(res, rc)
+    >>> got["rerun"], got["groups"], got["kinds"]
+    (51.0, {'test-a': 5.0, 'train-a': 46.0}, {'lm': 46.0, 'test-lm': 5.0})
     """
-    kinds = results.get("kind_seconds") if isinstance(results, dict) else None
-    if not isinstance(kinds, dict) or not kinds:
-        raise ValueError("results must record 'kind_seconds' (experiments/run.py writes it)")
-    ratios: dict[str, float] = {}
+    work = results.get("unit_work") if isinstance(results, dict) else None
+    if not isinstance(work, dict) or not work:
+        raise ValueError("results must record 'unit_work' (experiments/run.py writes it)")
+    samples: dict[str, list[dict]] = {}
     for key, u in recheck["units"].items():
-        if not u["stored_seconds"] > 0:
-            raise ValueError(f"recheck unit {key!r} must have stored_seconds > 0, got "
-                             f"{u['stored_seconds']!r}")
-        ratios[unit_kind(key)] = u["seconds"] / u["stored_seconds"]
-    missing = sorted(set(kinds) - set(ratios))
+        if u.get("group") is not None:
+            samples.setdefault(u["group"], []).append(u)
+    missing = sorted({g for g, _ in work.values()} - set(samples))
     if missing:
-        raise ValueError(f"recheck must re-run a unit of every kind results has; none of "
-                         f"{missing}")
-    return {"stored": float(sum(kinds.values())),
-            "rerun": float(sum(sec * ratios[k] for k, sec in kinds.items())),
-            "ratios": {k: ratios[k] for k in kinds}}
+        raise ValueError(f"recheck must re-run a unit of every work group results has; "
+                         f"none of {missing}")
+    fit: dict[str, tuple[float, float]] = {}  # group: (seconds per step, seconds besides)
+    for g, us in samples.items():
+        if all(u["steps"] is not None and u.get("train_seconds") for u in us):
+            fit[g] = (float(np.mean([u["train_seconds"] / u["steps"] for u in us])),
+                      float(np.mean([u["seconds"] - u["train_seconds"] for u in us])))
+        else:
+            fit[g] = (0.0, float(np.mean([u["seconds"] for u in us])))
+    groups: dict[str, float] = {}
+    kinds: dict[str, float] = {}
+    for key, (g, steps) in work.items():
+        per_step, rest = fit[g]
+        sec = per_step * (steps or 0) + rest
+        groups[g] = groups.get(g, 0.0) + sec
+        kinds[unit_kind(key)] = kinds.get(unit_kind(key), 0.0) + sec
+    return {"stored": float(results.get("unit_seconds", float("nan"))),
+            "rerun": float(sum(groups.values())),
+            "groups": dict(sorted(groups.items())), "kinds": dict(sorted(kinds.items()))}
 
 
 def summarise(values: list) -> dict | None:
