@@ -42,6 +42,7 @@ HOLDS = {
     "L_rope_ntk_fixed", "L_rope_yarn_fixed", "ctx_rope_ref", "ctx_alibi_ref",
     "abl_1e4_1e6_h16", "budget_rope_L", "budget_t5_top", "budget_t5_nope_top",
     "ft_plain_rope", "ft_plain_pi", "ft_plain_pi_2x", "ft_plain_ntk_2x", "ft_plain_yarn_2x",
+    "2L_ntk_fixed_matched", "budget_t5_alibi_4L",
 }
 #: the fine-tuning arms the page reports as finished
 FINISHED_ARMS = ["plain", "pi", "ntk", "yarn"]

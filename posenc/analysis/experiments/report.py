@@ -350,6 +350,9 @@ def claim_family(results) -> list[tuple]:
          "target"),
         ("4L_alibi_yarn_matched", ("lm", "alibi"), ("scale", "yarn", "matched"), 4 * L,
          "target"),
+        # ... and the one rule the matched factor makes worse: NTK (transformers' dynamic NTK)
+        ("2L_ntk_fixed_matched", ("scale", "ntk", "fixed"), ("scale", "ntk", "matched"),
+         2 * L, "target"),
         ("L_rope_ntk_fixed", ("lm", "rope"), ("scale", "ntk", "fixed"), L, "target"),
         ("L_rope_yarn_fixed", ("lm", "rope"), ("scale", "yarn", "fixed"), L, "target"),
         # context: the models trained at L reading L bytes against models trained at 4L
@@ -364,6 +367,9 @@ def claim_family(results) -> list[tuple]:
         ("budget_rope_L", ("budget", "rope", more), ("budget", "rope", steps), L, "target"),
         ("budget_t5_top", ("budget", "t5", more), ("budget", "t5", steps), top, "target"),
         ("budget_t5_nope_top", ("budget", "t5", more), ("budget", "nope", more), top,
+         "target"),
+        # the T5 bias behind ALiBi at 4 L (4L_alibi_t5) is an order of the main budget only
+        ("budget_t5_alibi_4L", ("budget", "t5", more), ("budget", "alibi", more), 4 * L,
          "target"),
     ]
     arms = finetune_arms(results)
