@@ -16,6 +16,7 @@ sys.path.insert(0, str(ROOT))
 
 from experiments.recheck import choose, largest_difference, split  # noqa: E402
 from posenc.analysis.experiments.report import rerun_seconds  # noqa: E402
+from posenc.analysis.experiments.units import work_group  # noqa: E402
 
 
 def unit(key, seconds, model=None, digest=None, steps=100):
@@ -78,6 +79,17 @@ def test_recheck_refuses_bad_input(tmp_path):
     bad = subprocess.run([sys.executable, script, "--keys", "lm-xpos-s0"],
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "--keys must name stored units" in bad.stderr
+    jobs = subprocess.run([sys.executable, script, "--jobs", "0"],
+                          capture_output=True, text=True, timeout=300)
+    assert jobs.returncode == 2 and "--jobs must be >= 1, got 0" in jobs.stderr
+
+
+def test_work_group_refuses_an_evaluation_of_an_unknown_model_and_an_unknown_kind():
+    with pytest.raises(ValueError, match=r"test-lm-rope-s1: the model it reads \('m9'\) must "
+                                         "be among the stored units"):
+        work_group({"key": "test-lm-rope-s1", "params": {"model": "m9"}}, {})
+    with pytest.raises(ValueError, match="unit key must be of a kind with a known work group"):
+        work_group({"key": "lmedge-rope-s1", "params": {}}, {})
 
 
 @pytest.mark.parametrize("field", ["provenance", "units"])
