@@ -26,8 +26,10 @@ import numpy as np
 from posenc.analysis.experiments import tasks as K
 
 
-def task(runner, name: str, lm_chosen: dict) -> dict:
-    """Train and test one synthetic task (see the module's docstring)."""
+def task_unit(runner, name: str, key: str, enc: str, seed: int, lr: float,
+              lm_chosen: dict) -> dict:
+    """One run of task ``name`` (see the module's docstring): encoding ``enc``, ``seed``
+    and rate ``lr``, trained to the target or the cap and tested, stored as unit ``key``."""
     tc = runner.config[name]
     if name == "copy":
         maker = K.copy_maker(tuple(tc["m"]))
@@ -36,7 +38,7 @@ def task(runner, name: str, lm_chosen: dict) -> dict:
         maker = K.passkey_maker(tuple(tc["total"]))
         train_length = tc["total"][1] - 1
 
-    def evaluate(model, seed):
+    def evaluate(model):
         if name == "copy":
             return K.eval_copy(model, tc["eval_m"], n=tc["n_eval"], seed=seed, free=True)
         return K.eval_passkey(model, tc["eval_totals"], tc["depths"], n=tc["n_eval"],
@@ -47,41 +49,46 @@ def task(runner, name: str, lm_chosen: dict) -> dict:
         rng = np.random.default_rng(99_999)
         return K.score(model, lambda b: maker(b, rng), tc["n_valid"])["symbol"]
 
-    def run_one(key, enc, seed, lr):
-        def fn():
-            cfg = runner.cfg(enc, lm_chosen[enc]["embed_scale"], train_length)
-            checks = []
+    def fn():
+        cfg = runner.cfg(enc, lm_chosen[enc]["embed_scale"], train_length)
+        checks = []
 
-            def stop(model):
-                checks.append(valid(model))
-                return checks[-1] >= tc["target"]
+        def stop(model):
+            checks.append(valid(model))
+            return checks[-1] >= tc["target"]
 
-            res = K.train_task(cfg, maker, steps=tc["steps"], batch=tc["batch"], lr=lr,
-                               seed=seed, progress=runner.progress, device=runner.device,
-                               desc=name, stop=stop, check_every=tc["check_every"])
-            acc = checks[-1] if checks and res.steps % tc["check_every"] == 0 else \
-                valid(res.model)
-            return {"encoding": enc, "seed": seed, "lr": lr, "losses": res.losses,
-                    "train_seconds": res.seconds, "steps": res.steps, "valid": acc,
-                    "learned": acc >= tc["target"],
-                    "checks": [[tc["check_every"] * (i + 1), a] for i, a in enumerate(checks)],
-                    "test": evaluate(res.model, seed)}
-        # keyed on the unit's own rate and the section less its grid, so a grid that grows
-        # leaves the units it already holds valid (the section passed here replaces the
-        # whole one the runner would add)
-        section = {k: v for k, v in tc.items() if k != "lrs"}
-        return runner.unit(key, fn, {name: section, "lr": lr,
-                                     "embed_scale": lm_chosen[enc]["embed_scale"]})
+        res = K.train_task(cfg, maker, steps=tc["steps"], batch=tc["batch"], lr=lr,
+                           seed=seed, progress=runner.progress, device=runner.device,
+                           desc=name, stop=stop, check_every=tc["check_every"])
+        acc = checks[-1] if checks and res.steps % tc["check_every"] == 0 else \
+            valid(res.model)
+        return {"encoding": enc, "seed": seed, "lr": lr, "losses": res.losses,
+                "train_seconds": res.seconds, "steps": res.steps, "valid": acc,
+                "learned": acc >= tc["target"],
+                "checks": [[tc["check_every"] * (i + 1), a] for i, a in enumerate(checks)],
+                "test": evaluate(res.model)}
+    # keyed on the unit's own rate and the section less its grid, so a grid that grows
+    # leaves the units it already holds valid (the section passed here replaces the
+    # whole one the runner would add)
+    section = {k: v for k, v in tc.items() if k != "lrs"}
+    return runner.unit(key, fn, {name: section, "lr": lr,
+                                 "embed_scale": lm_chosen[enc]["embed_scale"]})
 
+
+def task(runner, name: str, lm_chosen: dict) -> dict:
+    """Train and test one synthetic task (see the module's docstring)."""
+    tc = runner.config[name]
     grid, chosen, runs = [], {}, []
     for enc in runner.encodings:
-        cands = [run_one(f"{name}grid-{enc}-lr{lr:g}", enc, 0, lr) for lr in tc["lrs"]]
+        cands = [task_unit(runner, name, f"{name}grid-{enc}-lr{lr:g}", enc, 0, lr,
+                           lm_chosen) for lr in tc["lrs"]]
         grid += cands
         best = min(cands, key=rank)
         chosen[enc] = {"lr": best["lr"], "learned": best["learned"]}
         runs.append(best)
         for seed in runner.config["seeds"][1:]:
-            runs.append(run_one(f"{name}-{enc}-s{seed}", enc, seed, best["lr"]))
+            runs.append(task_unit(runner, name, f"{name}-{enc}-s{seed}", enc, seed,
+                                  best["lr"], lm_chosen))
     return {"grid": grid, "chosen": chosen, "runs": runs}
 
 
