@@ -94,6 +94,7 @@ from posenc.analysis.experiments.units import (  # noqa: E402
 from experiments.stage_finetune import finetune  # noqa: E402
 from experiments.stage_gpu import GpuPlan  # noqa: E402
 from experiments.stage_lm import Runner  # noqa: E402
+from experiments.stage_taskrates import task_rates  # noqa: E402
 from experiments.stage_tasks import task  # noqa: E402
 
 SCHEMA = 3
@@ -390,7 +391,8 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
     """Run (or read from the unit store) the protocol's units in priority order: the tuned
     language models and their seeds, RoPE scaling without training (fixed and matched
     factors), the longer-trained references, the RoPE ablation, the budget study, the
-    fine-tuning, the tasks named in ``stages``, the rate edge check.  ``encodings`` limits
+    fine-tuning, the tasks named in ``stages`` and their rate check
+    (:mod:`experiments.stage_taskrates`), the rate edge check.  ``encodings`` limits
     the run to some encodings' units (RoPE's units come with ``"rope"``); ``store``
     replaces the unit store of ``units`` (``experiments/rekey.py`` passes a checking one);
     ``with_finetune=False`` skips the fine-tuning stage (so two processes can split it from
@@ -457,6 +459,12 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
                         "of": int(r.chunks.ends.size * r.chunks.target),
                         "gap": C.FAR_GAP, "min_len": C.FAR_MIN_LEN},
     }
+    # the tasks' rate check (stage_taskrates): seeds 1-4 at the other rates seed 0 learned
+    # at, for an encoding where some seeds did not learn at the chosen one
+    for name in ("copy", "passkey"):
+        if body[name] is not None:
+            body[name]["rates"] = part(f"{name}_rates",
+                                       lambda: task_rates(r, name, chosen, body[name]), None)
     stage_s: dict[str, float] = {}
     for key, sec in r.seconds.items():
         stage = key.split("-")[0].replace("grid", "")

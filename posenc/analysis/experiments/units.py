@@ -49,14 +49,16 @@ INFRA = frozenset({"units.py", "__init__.py"})
 
 #: each stage's entry module; a unit's stage is :func:`stage_of` its key
 STAGES = {"lm": "experiments/stage_lm.py", "finetune": "experiments/stage_finetune.py",
-          "tasks": "experiments/stage_tasks.py", "gpu": "experiments/stage_gpu.py"}
+          "tasks": "experiments/stage_tasks.py", "taskrates": "experiments/stage_taskrates.py",
+          "gpu": "experiments/stage_gpu.py"}
 
 #: the stage of each unit kind (the key's first dash-separated word)
 UNIT_STAGE = {"lmgrid": "lm", "lm": "lm", "lmedge": "lm", "test": "lm", "budget": "lm",
               "ref": "lm", "abl": "lm", "scale": "lm", "scalematched": "lm",
               "finetune": "finetune", "finetunegrid": "finetune", "probe": "finetune",
               "copy": "tasks", "copygrid": "tasks",
-              "passkey": "tasks", "passkeygrid": "tasks"}
+              "passkey": "tasks", "passkeygrid": "tasks",
+              "copyrate": "taskrates", "passkeyrate": "taskrates"}
 
 
 def stage_of(key: str) -> str:
@@ -102,11 +104,15 @@ def work_group(unit: dict, models: dict) -> tuple[str, int | None]:
     >>> work_group({"key": "copygrid-t5-lr0.01", "encoding": "t5", "steps": 1700,
     ...             "params": {}}, {})
     ('copy-t5', 1700)
+    >>> work_group({"key": "passkeyrate-learned-lr0.003-s1", "encoding": "learned",
+    ...             "steps": 900, "params": {}}, {})
+    ('passkey-learned', 900)
     """
     key, params = unit["key"], unit["params"]
     kind = key.split("-")[0]
-    if kind in ("copy", "copygrid", "passkey", "passkeygrid"):
-        return f"{kind.replace('grid', '')}-{unit['encoding']}", int(unit["steps"])
+    if kind in ("copy", "copygrid", "copyrate", "passkey", "passkeygrid", "passkeyrate"):
+        task = kind.removesuffix("grid").removesuffix("rate")
+        return f"{task}-{unit['encoding']}", int(unit["steps"])
     if "trained" in params:
         cfg, batch = params["trained"]["cfg"], params["trained"]["batch"]
         return (f"train-{cfg['encoding']}-h{cfg['n_heads']}-L{cfg['train_length']}"
