@@ -93,6 +93,7 @@ def test_each_stage_is_keyed_on_its_own_import_closure(tmp_path):
     write("experiments/stage_lm.py", "from posenc.analysis.experiments import a\n")
     write("experiments/stage_tasks.py",
           "def f():\n    from posenc.analysis.experiments.t import g\n")
+    write("experiments/stage_taskrates.py", "from experiments.stage_tasks import f\n")
     write("experiments/stage_finetune.py", "import posenc.analysis.experiments.b\n")
     write("experiments/stage_gpu.py", "from experiments.stage_lm import x\n")
     write("posenc/analysis/experiments/a.py", "from .b import y\nfrom . import report\n")
@@ -106,6 +107,9 @@ def test_each_stage_is_keyed_on_its_own_import_closure(tmp_path):
     assert names["lm"] == ["experiments/stage_lm.py", pkg + "a.py", pkg + "b.py"]
     # an import inside a function counts; one leaving the harness (the library) does not
     assert names["tasks"] == ["experiments/stage_tasks.py", pkg + "t.py"]
+    # the tasks' rate check reads the tasks' stage, so its key covers that code too
+    assert names["taskrates"] == ["experiments/stage_taskrates.py",
+                                  "experiments/stage_tasks.py", pkg + "t.py"]
     assert names["finetune"] == ["experiments/stage_finetune.py", pkg + "b.py"]
     assert names["gpu"] == ["experiments/stage_gpu.py", "experiments/stage_lm.py",
                             pkg + "a.py", pkg + "b.py"]
@@ -128,6 +132,9 @@ def test_each_stage_is_keyed_on_its_own_import_closure(tmp_path):
                              pkg + "tasks.py", pkg + "stacked.py", "experiments/run.py"}
     assert all(pkg + "train.py" in files for files in real.values())
     assert pkg + "tasks.py" in real["tasks"] and pkg + "stacked.py" in real["gpu"]
+    # the rate check is outside the tasks' own key: adding it left their units valid
+    assert "experiments/stage_taskrates.py" not in real["tasks"]
+    assert real["tasks"] < real["taskrates"]
 
 
 def _age(units_dir: Path, cache: Path, old: str, seeds) -> dict:

@@ -134,6 +134,14 @@ def _task_lines(results: dict) -> list[str]:
                 cells.append("–" if ext is None else f"{ext['k']}/{ext['n']}")
             lines.append(f"| {enc} | {got['k']}/{got['n']} [{got['lo']:.2f}, "
                          f"{got['hi']:.2f}] | " + " | ".join(cells) + " |")
+        if results[task].get("rates"):
+            lines += ["", f"Rate check ({task}): where some seeds did not learn at the rate "
+                      "chosen on seed 0, the seeds that learn at each other rate seed 0 "
+                      "learned at", "", "| encoding | rate | learned [95 %] |", "|---|---|---|"]
+            for row in report.task_rate_check(results, task):
+                mark = " (chosen)" if row["chosen"] else ""
+                lines.append(f"| {row['encoding']} | {row['lr']:g}{mark} | {row['k']}/"
+                             f"{row['n']} [{row['lo']:.2f}, {row['hi']:.2f}] |")
     return lines
 
 

@@ -186,6 +186,38 @@ def task_learned(results, task: str, encoding: str) -> dict:
     return {**stats.wilson(len(learned), len(rows)), "seeds": learned}
 
 
+def task_rate_check(results, task: str) -> list[dict]:
+    """The tasks' rate check (``experiments/stage_taskrates.py``): for each encoding it
+    covers, one row per rate, the chosen rate first, each ``stats.wilson`` of the seeds
+    that learned at that rate, with ``"encoding"``, ``"lr"``, ``"chosen"`` and the
+    learning ``"seeds"``.  Empty where every encoding learned in every seed, or seed 0
+    learned at no other rate.
+
+    >>> run = lambda enc, s, lr, ok: {"encoding": enc, "seed": s, "lr": lr, "learned": ok}
+    >>> res = {"passkey": {"chosen": {"a": {"lr": 0.01}},
+    ...        "runs": [run("a", 0, 0.01, True), run("a", 1, 0.01, False)],
+    ...        "rates": [run("a", 0, 0.003, True), run("a", 1, 0.003, True)]}}
+    >>> [(r["lr"], r["chosen"], f"{r['k']}/{r['n']}") for r in task_rate_check(res, "passkey")]
+    [(0.01, True, '1/2'), (0.003, False, '2/2')]
+    """
+    section = results.get(task)
+    if section is None or section.get("rates") is None:
+        raise ValueError(f"task {task!r} has no finished rate check in this file "
+                         f"(pending: {results.get('pending', {}).get(f'{task}_rates')})")
+    out: list[dict] = []
+    for enc in dict.fromkeys(r["encoding"] for r in section["rates"]):
+        lr0 = section["chosen"][enc]["lr"]
+        arms = {lr0: [r for r in section["runs"] if r["encoding"] == enc]}
+        for r in section["rates"]:
+            if r["encoding"] == enc:
+                arms.setdefault(r["lr"], []).append(r)
+        for lr, rows in arms.items():
+            learned = sorted(r["seed"] for r in rows if r["learned"])
+            out.append({"encoding": enc, "lr": lr, "chosen": lr == lr0,
+                        **stats.wilson(len(learned), len(rows)), "seeds": learned})
+    return out
+
+
 def task_extrapolation(results, task: str, encoding: str, key: int, *,
                        threshold: float = 0.5, free: bool = False) -> dict | None:
     """Past the trained lengths, over the seeds that learned only: how many of them get at
