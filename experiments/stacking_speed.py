@@ -1,12 +1,15 @@
 """Does training the seeds of one configuration together save time on this machine?
 
     python experiments/stacking_speed.py [--steps 30] [--threads 1] [--device cpu]
+                                         [--into experiments/recheck-cpu.json]
 
 Times the CPU tier's language-model step (its model, batch and window) for five seeds
 trained one after another (:func:`~posenc.analysis.experiments.train.train_lm`) against
 the same five stacked (:func:`~posenc.analysis.experiments.stacked.train_lm`, with
 ``torch.func.vmap`` and with a plain loop over the stack), side by side in one process, and
-prints milliseconds per step of all five seeds and the ratio serial / stacked as JSON.
+prints milliseconds per step of all five seeds and the ratio serial / stacked as JSON,
+with its provenance (commit, machine, versions); ``--into FILE`` also stores that under
+``"stacking"`` in an existing JSON file (the recheck's, which times this machine too).
 Issue 31 asks for the CPU tier in about three hours of one core by stacking seeds; this is
 the measurement that says whether stacking can deliver that here.  It trains nothing that
 is kept.
@@ -16,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 import time
 from pathlib import Path
@@ -60,16 +62,26 @@ def main(argv=None) -> None:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--into", type=Path, default=None,
+                    help="an existing JSON file to store the result in, under 'stacking'")
     args = ap.parse_args(argv)
     if args.steps < 1 or args.threads < 1:
         ap.error(f"--steps and --threads must be >= 1, got {args.steps}, {args.threads}")
+    if args.into is not None and not args.into.is_file():
+        ap.error(f"--into must be an existing JSON file, got {args.into}")
     import torch
+
+    from experiments.run import provenance
 
     torch.set_num_threads(args.threads)
     res = measure(args.steps, args.device)
-    print(json.dumps({"machine": platform.processor() or platform.machine(),
-                      "threads": args.threads, "steps": args.steps,
-                      "torch": torch.__version__, "ms_per_step_of_five_seeds": res}, indent=1))
+    out = {"provenance": provenance(args.threads, args.device), "steps": args.steps,
+           "ms_per_step_of_five_seeds": res}
+    print(json.dumps(out, indent=1))
+    if args.into is not None:
+        data = json.loads(args.into.read_text())
+        data["stacking"] = out
+        args.into.write_text(json.dumps(data, indent=1) + "\n")
 
 
 if __name__ == "__main__":
