@@ -94,7 +94,7 @@ from posenc.analysis.experiments.units import (  # noqa: E402
 from experiments.stage_finetune import finetune  # noqa: E402
 from experiments.stage_gpu import GpuPlan  # noqa: E402
 from experiments.stage_lm import Runner  # noqa: E402
-from experiments.stage_taskrates import task_rates  # noqa: E402
+from experiments.stage_taskrates import task_caps, task_rates  # noqa: E402
 from experiments.stage_tasks import task  # noqa: E402
 
 SCHEMA = 3
@@ -387,12 +387,14 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
         stages=STAGES, units: Path | None = None, corpus: C.Corpus | None = None,
         encodings=ENCODINGS, store: UnitStore | None = None,
         with_finetune: bool = True, with_more_seeds: bool = True,
-        finetune_arms=None, probes: bool = True, assemble: bool = False) -> dict:
+        finetune_arms=None, probes: bool = True, assemble: bool = False,
+        with_checks: bool = True) -> dict:
     """Run (or read from the unit store) the protocol's units in priority order: the tuned
     language models and their seeds, RoPE scaling without training (fixed and matched
     factors), the longer-trained references, the RoPE ablation, the budget study, the
-    fine-tuning, the tasks named in ``stages`` and their rate check
-    (:mod:`experiments.stage_taskrates`), the rate edge check.  ``encodings`` limits
+    fine-tuning, the tasks named in ``stages`` and their checks of rate and cap
+    (:mod:`experiments.stage_taskrates`; ``with_checks=False`` leaves them out), the rate
+    edge check.  ``encodings`` limits
     the run to some encodings' units (RoPE's units come with ``"rope"``); ``store``
     replaces the unit store of ``units`` (``experiments/rekey.py`` passes a checking one);
     ``with_finetune=False`` skips the fine-tuning stage (so two processes can split it from
@@ -459,12 +461,15 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
                         "of": int(r.chunks.ends.size * r.chunks.target),
                         "gap": C.FAR_GAP, "min_len": C.FAR_MIN_LEN},
     }
-    # the tasks' rate check (stage_taskrates): seeds 1-4 at the other rates seed 0 learned
-    # at, for an encoding where some seeds did not learn at the chosen one
+    # the tasks' checks (stage_taskrates): seeds 1-4 at the other rates seed 0 learned at,
+    # for an encoding where some seeds did not learn at the chosen one; and every seed that
+    # did not learn, again with twice the cap
     for name in ("copy", "passkey"):
-        if body[name] is not None:
+        if body[name] is not None and with_checks:
             body[name]["rates"] = part(f"{name}_rates",
                                        lambda: task_rates(r, name, chosen, body[name]), None)
+            body[name]["caps"] = part(f"{name}_caps",
+                                      lambda: task_caps(r, name, chosen, body[name]), None)
     stage_s: dict[str, float] = {}
     for key, sec in r.seconds.items():
         stage = key.split("-")[0].replace("grid", "")
@@ -562,6 +567,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-finetune", action="store_true",
                     help="skip the fine-tuning stage (another process runs it); no results "
                          "file is written")
+    ap.add_argument("--no-checks", action="store_true",
+                    help="skip the tasks' checks of rate and cap (stage_taskrates); no "
+                         "results file is written")
     ap.add_argument("--no-more-seeds", action="store_true",
                     help="skip the extra seeds of lm_more_seeds (another process runs them)")
     ap.add_argument("--corpus-file", type=Path, default=None,
@@ -638,12 +646,13 @@ def main(argv=None) -> int:
                    progress=not args.no_progress, stages=tasks, units=units, corpus=corpus,
                    encodings=encodings, with_finetune=not args.no_finetune,
                    with_more_seeds=not args.no_more_seeds, finetune_arms=arms,
-                   probes=not args.no_probes, assemble=args.assemble_only)
+                   probes=not args.no_probes, assemble=args.assemble_only,
+                   with_checks=not args.no_checks)
     except Pending as e:
         ap.error(f"--assemble-only needs every language-model, scaling, reference, ablation "
                  f"and budget unit stored in {units}; the first missing is {e}")
     if (set(tasks) != set(STAGES) or set(encodings) != set(ENCODINGS) or args.no_finetune
-            or args.no_more_seeds or arms is not None or args.no_probes):
+            or args.no_more_seeds or arms is not None or args.no_probes or args.no_checks):
         print(f"ran {', '.join(tasks) or 'no task'} for {', '.join(encodings)}; a results "
               "file is written only by a run of every encoding and both tasks")
         return 0

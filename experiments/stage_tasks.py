@@ -27,10 +27,13 @@ from posenc.analysis.experiments import tasks as K
 
 
 def task_unit(runner, name: str, key: str, enc: str, seed: int, lr: float,
-              lm_chosen: dict) -> dict:
+              lm_chosen: dict, steps: int | None = None) -> dict:
     """One run of task ``name`` (see the module's docstring): encoding ``enc``, ``seed``
-    and rate ``lr``, trained to the target or the cap and tested, stored as unit ``key``."""
+    and rate ``lr``, trained to the target or the cap (the task's ``steps``, or
+    ``steps`` where given) and tested, stored as unit ``key``."""
     tc = runner.config[name]
+    if steps is not None:
+        tc = {**tc, "steps": steps}
     if name == "copy":
         maker = K.copy_maker(tuple(tc["m"]))
         train_length = 2 * tc["m"][1] + 1

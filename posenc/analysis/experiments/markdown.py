@@ -142,6 +142,16 @@ def _task_lines(results: dict) -> list[str]:
                 mark = " (chosen)" if row["chosen"] else ""
                 lines.append(f"| {row['encoding']} | {row['lr']:g}{mark} | {row['k']}/"
                              f"{row['n']} [{row['lo']:.2f}, {row['hi']:.2f}] |")
+        if results[task].get("caps"):
+            cap = results["config"][task]["steps"]
+            lines += ["", f"Cap check ({task}): every seed that did not learn within {cap} "
+                      "steps at the chosen rate, trained again with a longer cap", "",
+                      "| encoding | rate | longer cap | seeds trained again | "
+                      "learned, either cap [95 %] |", "|---|---|---|---|---|"]
+            for row in report.task_cap_check(results, task):
+                lines.append(f"| {row['encoding']} | {row['lr']:g} | {row['steps']} | "
+                             f"{len(row['rerun'])} | {row['k']}/{row['n']} "
+                             f"[{row['lo']:.2f}, {row['hi']:.2f}] |")
     return lines
 
 

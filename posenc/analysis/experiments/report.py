@@ -218,6 +218,40 @@ def task_rate_check(results, task: str) -> list[dict]:
     return out
 
 
+def task_cap_check(results, task: str) -> list[dict]:
+    """The tasks' cap check (``experiments/stage_taskrates.py``): for each encoding with
+    seeds that did not learn within the cap at its chosen rate, how many of all its seeds
+    learn once those train again with a longer cap: ``stats.wilson`` of k of n (a seed
+    that learned within the first cap counts as learned), with ``"encoding"``, ``"lr"``,
+    ``"steps"`` (the longer cap), ``"rerun"`` (the seeds trained again), ``"seeds"`` (the
+    seeds that learned within either cap) and ``"within"`` (those within the first).
+
+    >>> run = lambda s, ok, cap: {"encoding": "a", "seed": s, "lr": 0.01, "learned": ok,
+    ...                           "params": {"copy": {"steps": cap}}}
+    >>> res = {"copy": {"runs": [run(0, True, 30), run(1, False, 30), run(2, False, 30)],
+    ...                 "caps": [run(1, True, 60), run(2, False, 60)]}}
+    >>> got = task_cap_check(res, "copy")[0]
+    >>> got["steps"], got["rerun"], got["within"], got["seeds"], f"{got['k']}/{got['n']}"
+    (60, [1, 2], [0], [0, 1], '2/3')
+    """
+    section = results.get(task)
+    if section is None or section.get("caps") is None:
+        raise ValueError(f"task {task!r} has no finished cap check in this file "
+                         f"(pending: {results.get('pending', {}).get(f'{task}_caps')})")
+    out: list[dict] = []
+    for enc in dict.fromkeys(r["encoding"] for r in section["caps"]):
+        runs = [r for r in section["runs"] if r["encoding"] == enc]
+        again = {r["seed"]: r for r in section["caps"] if r["encoding"] == enc}
+        within = sorted(r["seed"] for r in runs if r["learned"])
+        later = sorted(s for s, r in again.items() if r["learned"])
+        steps = max(r["params"][task]["steps"] for r in again.values())
+        out.append({"encoding": enc, "lr": runs[0]["lr"], "steps": steps,
+                    "rerun": sorted(again), "within": within,
+                    **stats.wilson(len(within) + len(later), len(runs)),
+                    "seeds": sorted(within + later)})
+    return out
+
+
 def task_extrapolation(results, task: str, encoding: str, key: int, *,
                        threshold: float = 0.5, free: bool = False) -> dict | None:
     """Past the trained lengths, over the seeds that learned only: how many of them get at
