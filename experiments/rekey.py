@@ -176,8 +176,12 @@ def main(argv=None) -> int:
         others = [u for p, u in files.items() if p not in old]
         store = CheckStore(tmp / "units", rekeyed, check, others)
         R.torch.set_num_threads(1)
-        tasks = tuple(t for t in R.STAGES if any(stage_of(u["key"]) == "tasks"
-                                                 and u["key"].startswith(t) for u in rekeyed))
+        tasks = tuple(t for t in R.STAGES
+                      if any(stage_of(u["key"]) in ("tasks", "taskrates")
+                             and u["key"].startswith(t) for u in rekeyed))
+        # the tasks' checks only where their units are among those re-keyed (a run of
+        # the tasks' units alone cannot compute checks stored under another code)
+        with_checks = any(stage_of(u["key"]) == "taskrates" for u in rekeyed)
         # the stages the units come from, no others (a stage whose units are all stale
         # would only ask for units the re-keyed set cannot hold)
         with_finetune = any(stage_of(u["key"]) == "finetune" for u in rekeyed)
@@ -186,7 +190,7 @@ def main(argv=None) -> int:
                         in {str(s) for s in extra["seeds"]} for u in rekeyed)
         R.run(copy.deepcopy(R.TIERS[args.tier]), cache=cache, device="cpu", progress=False,
               stages=tasks, store=store, corpus=C.load_corpus(), with_finetune=with_finetune,
-              with_more_seeds=with_more, with_checks=False)
+              with_more_seeds=with_more, with_checks=with_checks)
         missing = sorted(set(check) - set(store.checked))
         bad = {k: v for k, v in store.checked.items() if v}
         if missing or bad:
