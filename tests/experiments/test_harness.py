@@ -368,7 +368,8 @@ def test_quick_run_end_to_end(tmp_path):
         unit = json.loads(f.read_text())
         assert unit["code"] == stage_code(stage_of(unit["key"]))
         assert unit["commit"] == prov["commit"]
-    assert prov["stage_code"] == {s: stage_code(s) for s in ("lm", "finetune", "tasks", "gpu")}
+    assert prov["stage_code"] == {s: stage_code(s) for s in
+                                  ("lm", "finetune", "tasks", "taskrates", "gpu")}
     ft = r["config"]["finetune"]
     assert {(x["arm"], x["seed"]) for x in r["finetune"]} == {
         (a, s) for a in ft["arms"] for s in seeds}
@@ -406,6 +407,17 @@ def test_quick_run_end_to_end(tmp_path):
         # the rate grid ran on seed 0 for every encoding
         assert sorted(g["lr"] for g in r[task]["grid"]) == sorted(
             tc["lrs"] * len(ENCODINGS))
+        # the checks (stage_taskrates): other rates seed 0 learned at, for an encoding
+        # with seeds that did not learn; and every such seed again with twice the cap
+        for x in r[task]["rates"]:
+            assert x["lr"] != r[task]["chosen"][x["encoding"]]["lr"]
+            assert not all(y["learned"] for y in r[task]["runs"]
+                           if y["encoding"] == x["encoding"])
+        assert sorted((x["encoding"], x["seed"], x["lr"]) for x in r[task]["caps"]) == sorted(
+            (x["encoding"], x["seed"], x["lr"]) for x in r[task]["runs"] if not x["learned"])
+        for x in r[task]["caps"]:
+            assert x["params"][task]["steps"] == 2 * tc["steps"]
+            assert 1 <= x["steps"] <= 2 * tc["steps"]
     # more seeds where a ranking is close: trained and tested as the first seeds are
     more = r["config"]["lm_more_seeds"]
     assert sorted((x["encoding"], x["seed"]) for x in r["lm_more_seeds"]) == sorted(
