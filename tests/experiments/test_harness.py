@@ -603,3 +603,13 @@ def test_task_extrapolation_counts_only_the_seeds_that_learned():
     assert R.task_extrapolation(results, "copy", "rope", 48) is None
     with pytest.raises(ValueError, match="not finished"):
         R.task_learned({"pending": {"passkey": "x"}, "passkey": None}, "passkey", "rope")
+    # the tasks' checks: a file without them (older, or a run with --no-checks) says so,
+    # naming what is pending
+    older = {"pending": {"copy_caps": "copyrate-rope-lr0.01-cap12-s1"},
+             "copy": {"runs": [unread], "chosen": {"rope": {"lr": 0.01}}}}
+    with pytest.raises(ValueError, match="no finished rate check.*pending: None"):
+        R.task_rate_check(older, "copy")
+    with pytest.raises(ValueError, match="no finished cap check.*copyrate-rope"):
+        R.task_cap_check(older, "copy")
+    with pytest.raises(ValueError, match="task 'passkey' has no finished cap check"):
+        R.task_cap_check({"passkey": None}, "passkey")
