@@ -186,6 +186,16 @@ def task_learned(results, task: str, encoding: str) -> dict:
     return {**stats.wilson(len(learned), len(rows)), "seeds": learned}
 
 
+def _checked_task(results, task: str, part: str, what: str) -> dict:
+    """``results[task]``, which must hold its finished ``part`` (the tasks' checks,
+    ``experiments/stage_taskrates.py``); ``ValueError`` naming what is pending if not."""
+    section = results.get(task)
+    if section is None or section.get(part) is None:
+        raise ValueError(f"task {task!r} has no finished {what} in this file "
+                         f"(pending: {results.get('pending', {}).get(f'{task}_{part}')})")
+    return section
+
+
 def task_rate_check(results, task: str) -> list[dict]:
     """The tasks' rate check (``experiments/stage_taskrates.py``): for each encoding it
     covers, one row per rate, the chosen rate first, each ``stats.wilson`` of the seeds
@@ -200,10 +210,7 @@ def task_rate_check(results, task: str) -> list[dict]:
     >>> [(r["lr"], r["chosen"], f"{r['k']}/{r['n']}") for r in task_rate_check(res, "passkey")]
     [(0.01, True, '1/2'), (0.003, False, '2/2')]
     """
-    section = results.get(task)
-    if section is None or section.get("rates") is None:
-        raise ValueError(f"task {task!r} has no finished rate check in this file "
-                         f"(pending: {results.get('pending', {}).get(f'{task}_rates')})")
+    section = _checked_task(results, task, "rates", "rate check")
     out: list[dict] = []
     for enc in dict.fromkeys(r["encoding"] for r in section["rates"]):
         lr0 = section["chosen"][enc]["lr"]
@@ -234,10 +241,7 @@ def task_cap_check(results, task: str) -> list[dict]:
     >>> got["steps"], got["rerun"], got["within"], got["seeds"], f"{got['k']}/{got['n']}"
     (60, [1, 2], [0], [0, 1], '2/3')
     """
-    section = results.get(task)
-    if section is None or section.get("caps") is None:
-        raise ValueError(f"task {task!r} has no finished cap check in this file "
-                         f"(pending: {results.get('pending', {}).get(f'{task}_caps')})")
+    section = _checked_task(results, task, "caps", "cap check")
     out: list[dict] = []
     for enc in dict.fromkeys(r["encoding"] for r in section["caps"]):
         runs = [r for r in section["runs"] if r["encoding"] == enc]
