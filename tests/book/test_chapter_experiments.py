@@ -407,6 +407,7 @@ def test_the_passkey_task_as_the_page_states_it(results):
     assert max(r["steps"] for r in results["passkey"]["caps"]
                if r["encoding"] == "learned") < pk["steps"]
     assert len(caps["sinusoidal"]["within"]) < caps["sinusoidal"]["k"] < caps["sinusoidal"]["n"]
+    assert len(caps["sinusoidal"]["within"]) == 2  # "like the first two"
     assert caps["nope"]["k"] == 0
     # the sinusoidal seeds that learn with the longer cap retrieve no key past the trained
     # lengths either
