@@ -94,6 +94,7 @@ from posenc.analysis.experiments.units import (  # noqa: E402
 from experiments.stage_finetune import finetune  # noqa: E402
 from experiments.stage_gpu import GpuPlan  # noqa: E402
 from experiments.stage_lm import Runner  # noqa: E402
+from experiments.stage_context import reference_context  # noqa: E402
 from experiments.stage_taskrates import task_caps, task_rates  # noqa: E402
 from experiments.stage_tasks import task  # noqa: E402
 
@@ -421,6 +422,8 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
     scaling = r.scaling(chosen) if rope else []
     matched = r.scaling_matched(chosen) if rope else []
     references = r.references(chosen)
+    # each reference read again at every length up to its own (stage_context)
+    context = part("references_context", lambda: reference_context(r, references), [])
     ablation = r.ablation(chosen)
     budget = r.budget(chosen)
     ft = {"grid": [], "rates": {}, "runs": [], "probes": []}
@@ -443,6 +446,7 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
         "scaling": scaling,
         "scaling_matched": matched,
         "references": references,
+        "references_context": context,
         "ablation": ablation,
         "budget": budget,
         "finetune": ft["runs"],

@@ -369,7 +369,23 @@ def test_quick_run_end_to_end(tmp_path):
         assert unit["code"] == stage_code(stage_of(unit["key"]))
         assert unit["commit"] == prov["commit"]
     assert prov["stage_code"] == {s: stage_code(s) for s in
-                                  ("lm", "finetune", "tasks", "taskrates", "gpu")}
+                                  ("lm", "finetune", "tasks", "taskrates", "context", "gpu")}
+    # every reference read again at each length up to its own (stage_context), from one
+    # load of its weights: trained in this run, so at its own length it gives exactly the
+    # reference's own evaluation
+    refs = {x["key"]: x for x in r["references"]}
+    ctx = r["references_context"]
+    assert sorted(x["reads"] for x in ctx) == sorted(refs)
+    for x in ctx:
+        ref = refs[x["reads"]]
+        n_ref = ref["train_length"]
+        assert x["key"] == "refctx-" + ref["key"].removeprefix("ref-")
+        assert (x["encoding"], x["seed"], x["train_length"]) == (
+            ref["encoding"], ref["seed"], n_ref)
+        assert sorted(map(int, x["test"])) == [int(n) for n in sorted(lengths, key=int)
+                                               if int(n) <= n_ref]
+        assert x["test"][str(n_ref)] == ref["test"][str(n_ref)]
+        assert len(x["weights"]) == 12
     ft = r["config"]["finetune"]
     assert {(x["arm"], x["seed"]) for x in r["finetune"]} == {
         (a, s) for a in ft["arms"] for s in seeds}

@@ -96,6 +96,7 @@ def test_each_stage_is_keyed_on_its_own_import_closure(tmp_path):
     write("experiments/stage_taskrates.py", "from experiments.stage_tasks import f\n")
     write("experiments/stage_finetune.py", "import posenc.analysis.experiments.b\n")
     write("experiments/stage_gpu.py", "from experiments.stage_lm import x\n")
+    write("experiments/stage_context.py", "from posenc.analysis.experiments import b\n")
     write("posenc/analysis/experiments/a.py", "from .b import y\nfrom . import report\n")
     write("posenc/analysis/experiments/b.py", "y = 1\n")
     write("posenc/analysis/experiments/t.py", "from ...torch import z\n")
@@ -111,12 +112,14 @@ def test_each_stage_is_keyed_on_its_own_import_closure(tmp_path):
     assert names["taskrates"] == ["experiments/stage_taskrates.py",
                                   "experiments/stage_tasks.py", pkg + "t.py"]
     assert names["finetune"] == ["experiments/stage_finetune.py", pkg + "b.py"]
+    assert names["context"] == ["experiments/stage_context.py", pkg + "b.py"]
     assert names["gpu"] == ["experiments/stage_gpu.py", "experiments/stage_lm.py",
                             pkg + "a.py", pkg + "b.py"]
     before = {s: U.stage_code(s, tmp_path) for s in U.STAGES}
     write("posenc/analysis/experiments/b.py", "y = 2\n")
     after = {s: U.stage_code(s, tmp_path) for s in U.STAGES}
-    assert [s for s in U.STAGES if before[s] != after[s]] == ["lm", "finetune", "gpu"]
+    assert [s for s in U.STAGES if before[s] != after[s]] == ["lm", "finetune", "context",
+                                                              "gpu"]
     # presentation and bookkeeping modules key nothing
     write("posenc/analysis/experiments/report.py", "r = 2\n")
     write("posenc/analysis/experiments/units.py", "u = 2\n")
@@ -135,6 +138,9 @@ def test_each_stage_is_keyed_on_its_own_import_closure(tmp_path):
     # the rate check is outside the tasks' own key: adding it left their units valid
     assert "experiments/stage_taskrates.py" not in real["tasks"]
     assert real["tasks"] < real["taskrates"]
+    # so is the references' re-reading: adding it left the language models' units valid
+    assert "experiments/stage_context.py" not in real["lm"]
+    assert pkg + "train.py" in real["context"]
 
 
 def _age(units_dir: Path, cache: Path, old: str, seeds) -> dict:

@@ -107,8 +107,33 @@ def write_markdown(results: dict) -> str:
         ch = lm["chosen"][enc]
         lines.append(f"| {enc} | {ch['lr']:g} | {ch['embed_scale']:g} | " + " | ".join(cells)
                      + " |")
-    lines += _task_lines(results) + _claim_lines(results)
+    lines += _context_lines(results) + _task_lines(results) + _claim_lines(results)
     return "\n".join(lines) + "\n"
+
+
+def _context_lines(results: dict) -> list[str]:
+    """Each reference read at every length up to its own (one load of its weights): loss
+    on the far-identifier targets and on all the targets, mean [95 % t interval]."""
+    rows = results.get("references_context") or []
+    if not rows:
+        return []
+    lengths = sorted({int(k) for r in rows for k in r["test"]})
+    lines = ["", "## References read at shorter lengths (the same weights at every length)",
+             "", "| reference | targets | " + " | ".join(str(n) for n in lengths) + " |",
+             "|---|---|" + "---:|" * len(lengths)]
+    for enc, n_ref in sorted({(r["encoding"], r["train_length"]) for r in rows}):
+        for metric in ("far", "target"):
+            cells = []
+            for n in lengths:
+                vals = _by_seed(rows, lambda x, e=enc, t=n_ref: (x["encoding"], x["train_length"])
+                                == (e, t), lambda x, n=n: (x["test"].get(str(n)) or {}).get(metric))
+                if not vals or any(v is None for v in vals):
+                    cells.append("n/a")
+                    continue
+                sm = stats.summary(vals)
+                cells.append(f"{sm['mean']:.4f} [{sm['lo']:.4f}, {sm['hi']:.4f}]")
+            lines.append(f"| {enc} trained at {n_ref} | {metric} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _task_lines(results: dict) -> list[str]:

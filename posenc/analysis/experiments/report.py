@@ -18,8 +18,8 @@ SCHEMA = 3
 
 #: the sections every results file has (a section not finished is named in ``pending``)
 SECTIONS = ("provenance", "config", "corpus", "chunks", "lm", "scaling", "scaling_matched",
-            "references", "ablation", "budget", "finetune", "finetune_grid", "finetune_rates",
-            "probes", "copy", "passkey", "lm_more_seeds", "far_targets", "pending")
+            "references", "references_context", "ablation", "budget", "finetune",
+            "finetune_grid", "finetune_rates", "probes", "copy", "passkey", "lm_more_seeds", "far_targets", "pending")
 METRICS = ("target", "far", "window")
 
 
@@ -105,6 +105,14 @@ def reference_values(results, encoding: str, train_length: int, n: int,
                      metric: str = "target") -> list:
     """Per-seed loss of the reference ``encoding`` model trained at ``train_length``."""
     return _series_values(results, ("ref", encoding, train_length), n, metric)
+
+
+def reference_context_values(results, encoding: str, train_length: int, n: int,
+                             metric: str = "target") -> list:
+    """Per-seed loss of the reference ``encoding`` model trained at ``train_length`` reading
+    ``n`` bytes (``n`` up to ``train_length``), every length from one load of its weights
+    (``experiments/stage_context.py``)."""
+    return _series_values(results, ("refctx", encoding, train_length), n, metric)
 
 
 def ablation_values(results, base: float, head_dim: int, n: int,
@@ -304,7 +312,8 @@ def _is_main(results, spec) -> bool:
 
 def _series_rows(results, spec) -> list[dict]:
     """The stored runs a claim's side names: ``("lm", enc)``, ``("scale", kind, mode)``,
-    ``("ref", enc, train_length)``, ``("abl", base, head_dim)``, ``("budget", enc, steps)``
+    ``("ref", enc, train_length)``, ``("refctx", enc, train_length)`` (a reference read at
+    every length up to its own), ``("abl", base, head_dim)``, ``("budget", enc, steps)``
     or ``("ft", arm)``.  Every accessor selects through here, so the figures, the tables
     and the claims read the same runs; a side the file does not have is a ValueError that
     names what it has."""
@@ -324,8 +333,9 @@ def _series_rows(results, spec) -> list[dict]:
         enc = "rope" if kind == "abl" else spec[1]
         seeds = set(results["config"]["ablation" if kind == "abl" else "budget"]["seeds"])
         return [r for r in lm_rows(results, enc) if r["seed"] in seeds]
-    if kind == "ref":
-        section, pick, want = results["references"], \
+    if kind in ("ref", "refctx"):
+        section, pick, want = results["references" if kind == "ref" else
+                                      "references_context"], \
             (lambda r: (r["encoding"], r["train_length"])), (spec[1], spec[2])
         what = "encoding and train_length must name a reference model"
     elif kind == "abl":
@@ -340,7 +350,7 @@ def _series_rows(results, spec) -> list[dict]:
         section, pick, want = results["finetune"], (lambda r: r["arm"]), spec[1]
         what = "arm must be a finished fine-tuning arm"
     else:
-        raise ValueError(f"spec must start with lm, scale, ref, abl, budget or ft, "
+        raise ValueError(f"spec must start with lm, scale, ref, refctx, abl, budget or ft, "
                          f"got {spec!r}")
     rows = [r for r in section if pick(r) == want]
     if not rows:
@@ -430,6 +440,12 @@ def claim_family(results) -> list[tuple]:
         # anything to a model trained to use it?)
         ("ctx_rope_ref", ("lm", "rope"), ("ref", "rope", 4 * L), (L, 4 * L), "far"),
         ("ctx_alibi_ref", ("lm", "alibi"), ("ref", "alibi", 4 * L), (L, 4 * L), "far"),
+        # ... and within one reference: reading 4L against reading L, the same weights and
+        # the same far-identifier targets (the longer history alone)
+        ("ctx_rope_self", ("refctx", "rope", 4 * L), ("refctx", "rope", 4 * L), (4 * L, L),
+         "far"),
+        ("ctx_alibi_self", ("refctx", "alibi", 4 * L), ("refctx", "alibi", 4 * L), (4 * L, L),
+         "far"),
         # the RoPE ablation: a shorter base fails less at twice the length
         ("abl_500_1e4_h16", ("abl", 500.0, 16), ("abl", 1e4, 16), 2 * L, "target"),
         ("abl_1e4_1e6_h16", ("abl", 1e4, 16), ("abl", 1e6, 16), 2 * L, "target"),
@@ -477,8 +493,9 @@ def _testable(results, claim, head: int) -> bool:
         if spec[0] == "budget" and (len(cfg["budget"].get("seeds", [0])) < 2
                                     or spec[1] not in cfg["budget"]["encodings"]):
             return False
-        if spec[0] == "ref" and (len(cfg["references"]["seeds"]) < 2
-                                 or spec[1] not in cfg["references"]["encodings"]):
+        if spec[0] in ("ref", "refctx") and (
+                len(cfg["references"]["seeds"]) < 2
+                or spec[1] not in cfg["references"]["encodings"]):
             return False
     return True
 

@@ -50,7 +50,7 @@ INFRA = frozenset({"units.py", "__init__.py"})
 #: each stage's entry module; a unit's stage is :func:`stage_of` its key
 STAGES = {"lm": "experiments/stage_lm.py", "finetune": "experiments/stage_finetune.py",
           "tasks": "experiments/stage_tasks.py", "taskrates": "experiments/stage_taskrates.py",
-          "gpu": "experiments/stage_gpu.py"}
+          "context": "experiments/stage_context.py", "gpu": "experiments/stage_gpu.py"}
 
 #: the stage of each unit kind (the key's first dash-separated word)
 UNIT_STAGE = {"lmgrid": "lm", "lm": "lm", "lmedge": "lm", "test": "lm", "budget": "lm",
@@ -58,7 +58,7 @@ UNIT_STAGE = {"lmgrid": "lm", "lm": "lm", "lmedge": "lm", "test": "lm", "budget"
               "finetune": "finetune", "finetunegrid": "finetune", "probe": "finetune",
               "copy": "tasks", "copygrid": "tasks",
               "passkey": "tasks", "passkeygrid": "tasks",
-              "copyrate": "taskrates", "passkeyrate": "taskrates"}
+              "copyrate": "taskrates", "passkeyrate": "taskrates", "refctx": "context"}
 
 
 def stage_of(key: str) -> str:
@@ -93,7 +93,8 @@ def work_group(unit: dict, models: dict) -> tuple[str, int | None]:
     the seed do not change the cost of a step); an evaluation's is the group of the model
     it reads (``models``: stored units by digest); a task run's is the task and encoding
     (its steps are the steps it took to learn, or the cap); a scaling rule's, fine-tuning
-    arm's and probe's are their kind and variant.
+    arm's and probe's are their kind and variant; a reference's reading at shorter lengths
+    (``refctx``) is its encoding and training length.
 
     >>> lm = {"key": "lm-rope-s1", "digest": "d1", "steps": 800, "params": {"trained": {
     ...       "batch": 16, "cfg": {"encoding": "rope", "n_heads": 4, "train_length": 128}}}}
@@ -107,6 +108,9 @@ def work_group(unit: dict, models: dict) -> tuple[str, int | None]:
     >>> work_group({"key": "passkeyrate-learned-lr0.003-s1", "encoding": "learned",
     ...             "steps": 900, "params": {}}, {})
     ('passkey-learned', 900)
+    >>> work_group({"key": "refctx-rope-L512-s0", "encoding": "rope", "train_length": 512,
+    ...             "params": {"model": "d2"}}, {})
+    ('refctx-rope-L512', None)
     """
     key, params = unit["key"], unit["params"]
     kind = key.split("-")[0]
@@ -129,6 +133,8 @@ def work_group(unit: dict, models: dict) -> tuple[str, int | None]:
         return f"finetune-{unit['arm']}", None
     if kind == "probe":
         return f"probe-{unit['encoding']}-L{unit['train_length']}", None
+    if kind == "refctx":
+        return f"refctx-{unit['encoding']}-L{unit['train_length']}", None
     raise ValueError(f"unit key must be of a kind with a known work group, got {key!r}")
 
 
