@@ -591,7 +591,7 @@ def _cpu_label(spec):
     if kind == "scale":
         return label("exp_rule_paren").format(rule=label(f"exp_arm_{spec[1]}"),
                                               mode=label(f"exp_mode_{spec[2]}"))
-    if kind == "ref":
+    if kind in ("ref", "refctx"):  # refctx: the same reference, read again
         return label("exp_trained_at_row").format(enc=label(f"exp_{spec[1]}"), n=spec[2])
     if kind == "abl":
         return label("exp_abl_row").format(b=_base_text(spec[1]), h=spec[2])

@@ -520,6 +520,25 @@ def test_statements_beside_the_claims(results, lengths, claims):
         n = L * results["config"]["references"]["factors"][0]
         assert mean(R.reference_values(results, enc, n, n, "far")) > mean(
             lm(results, enc, L, "far"))
+    # within one reference (one load of its weights), reading 4L instead of L: RoPE lower
+    # on the far targets in every seed, its interval below zero, yet not separated after
+    # Holm; on all the targets no change; ALiBi's change not separated either; and the
+    # within-model gain tens of times smaller than the between-model gap
+    ref = ("refctx", "rope", 4 * L)
+    x, _, seeds = R.paired_chunks(results, ref, ref, (4 * L, L), "far")
+    assert (x.mean(axis=1) < 0).all() and len(seeds) == 5
+    by = claims
+    assert by["ctx_rope_self"]["hi"] < 0 < by["ctx_rope_self"]["p_holm"] - 0.05
+    assert by["ctx_alibi_self"]["lo"] < 0 < by["ctx_alibi_self"]["hi"]
+    ctl = R.difference(results, ref, ref, (4 * L, L), "target")
+    assert ctl["lo"] < 0 < ctl["hi"]
+    assert by["ctx_rope_ref"]["mean"] / by["ctx_rope_self"]["mean"] > 20
+    # the models trained at L: ALiBi's change on the far targets not separated from zero,
+    # the T5 bias and NoPE worse
+    own = {e: R.difference(results, ("lm", e), ("lm", e), (4 * L, L), "far")
+           for e in ("alibi", "t5", "nope")}
+    assert own["alibi"]["lo"] < 0 < own["alibi"]["hi"]
+    assert own["t5"]["lo"] > 0 and own["nope"]["lo"] > 0
     # scaling with one factor: static NTK the best fixed rule at 2L and 4L, PI the worst
     for n in (2 * L, 4 * L):
         fixed = {k: mean(R.scaling_values(results, k, n)) for k in ("pi", "ntk", "yarn",
@@ -608,6 +627,12 @@ def test_accessors_reject_bad_input(results):
     unfinished = {**results, "passkey": None, "pending": {"passkey": "passkey-t5-s4"}}
     with pytest.raises(ValueError, match="is not finished.*passkey-t5-s4"):
         R.task_values(unfinished, "passkey", "rope", 48)
+    with pytest.raises(ValueError, match=r"encoding and train_length must name a "
+                       r"reference model, got \('rope', 256\); the file has"):
+        R.reference_context_values(results, "rope", 256, 128)
+    with pytest.raises(ValueError, match=r"n must be a length the reference was read at, "
+                       r"\[128, 256, 512\], got 1024"):
+        R.reference_context_values(results, "rope", 512, 1024)
 
 
 def test_every_figure_and_table_renders(results, recwarn):

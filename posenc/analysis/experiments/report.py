@@ -112,7 +112,11 @@ def reference_context_values(results, encoding: str, train_length: int, n: int,
     """Per-seed loss of the reference ``encoding`` model trained at ``train_length`` reading
     ``n`` bytes (``n`` up to ``train_length``), every length from one load of its weights
     (``experiments/stage_context.py``)."""
-    return _series_values(results, ("refctx", encoding, train_length), n, metric)
+    rows = _series_rows(results, ("refctx", encoding, train_length))
+    read = sorted({int(k) for r in rows for k in r["test"]})
+    if n not in read:
+        raise ValueError(f"n must be a length the reference was read at, {read}, got {n!r}")
+    return list(_by_seed(rows, metric, n).values())
 
 
 def ablation_values(results, base: float, head_dim: int, n: int,
@@ -500,6 +504,20 @@ def _testable(results, claim, head: int) -> bool:
     return True
 
 
+def difference(results, a, b, n, metric: str = "target", *, n_boot: int = 2000) -> dict:
+    """The mean difference ``a - b`` (nats per byte; sides and lengths as in
+    :func:`paired_chunks`) over the seeds both sides have, with the two-level bootstrap
+    interval over seeds and test files (:func:`stats.bootstrap`, chunks of one file
+    resampled together), the paired t test's p over seeds (not adjusted) and the standard
+    deviation over seeds."""
+    x, files, seeds = paired_chunks(results, a, b, n, metric)
+    va = [float(v) for v in x.mean(axis=1)]
+    boot = stats.bootstrap(x, n_boot=n_boot, groups=files)
+    return {"seeds": seeds, "mean": boot["mean"], "lo": boot["lo"], "hi": boot["hi"],
+            "p": stats.paired_t_pvalue(va, [0.0] * len(va)),
+            "sd_seeds": stats.summary(va)["sd"]}
+
+
 def claims(results, *, n_boot: int = 2000) -> list[dict]:
     """Every claim of :func:`claim_family`, tested: the mean difference ``a - b`` (nats per
     byte) over the seeds both sides have, the two-level bootstrap interval over seeds and
@@ -508,16 +526,9 @@ def claims(results, *, n_boot: int = 2000) -> list[dict]:
     ``holds``: the difference is negative, its bootstrap interval excludes zero and the
     adjusted p is below 0.05."""
     check(results)
-    out = []
-    for name, a, b, n, metric in claim_family(results):
-        x, files, seeds = paired_chunks(results, a, b, n, metric)
-        va = [float(v) for v in x.mean(axis=1)]
-        boot = stats.bootstrap(x, n_boot=n_boot, groups=files)
-        zeros = [0.0] * len(va)
-        out.append({"name": name, "a": a, "b": b, "length": n, "metric": metric,
-                    "seeds": seeds, "mean": boot["mean"], "lo": boot["lo"],
-                    "hi": boot["hi"], "p": stats.paired_t_pvalue(va, zeros),
-                    "sd_seeds": stats.summary(va)["sd"]})
+    out = [{"name": name, "a": a, "b": b, "length": n, "metric": metric,
+            **difference(results, a, b, n, metric, n_boot=n_boot)}
+           for name, a, b, n, metric in claim_family(results)]
     for c, q in zip(out, stats.holm([c["p"] for c in out]), strict=True):
         c["p_holm"] = q
         c["holds"] = c["mean"] < 0 and c["hi"] < 0 and q < 0.05
