@@ -95,7 +95,7 @@ from experiments.stage_finetune import finetune  # noqa: E402
 from experiments.stage_gpu import GpuPlan  # noqa: E402
 from experiments.stage_lm import Runner  # noqa: E402
 from experiments.stage_context import reference_context  # noqa: E402
-from experiments.stage_taskrates import task_caps, task_rates  # noqa: E402
+from experiments.stage_taskrates import task_caps, task_rates, task_warmups  # noqa: E402
 from experiments.stage_tasks import task  # noqa: E402
 
 SCHEMA = 3
@@ -466,14 +466,19 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
                         "gap": C.FAR_GAP, "min_len": C.FAR_MIN_LEN},
     }
     # the tasks' checks (stage_taskrates): seeds 1-4 at the other rates seed 0 learned at,
-    # for an encoding where some seeds did not learn at the chosen one; and every seed that
-    # did not learn, again with twice the cap
+    # for an encoding where some seeds did not learn at the chosen one; every seed that did
+    # not learn, again with twice the cap; and every seed that learned only then, again at
+    # the first cap with the longer cap's warm-up
     for name in ("copy", "passkey"):
         if body[name] is not None and with_checks:
             body[name]["rates"] = part(f"{name}_rates",
                                        lambda: task_rates(r, name, chosen, body[name]), None)
             body[name]["caps"] = part(f"{name}_caps",
                                       lambda: task_caps(r, name, chosen, body[name]), None)
+            if body[name]["caps"] is not None:
+                body[name]["warmups"] = part(
+                    f"{name}_warmups", lambda: task_warmups(r, name, chosen, body[name]),
+                    None)
     stage_s: dict[str, float] = {}
     for key, sec in r.seconds.items():
         stage = key.split("-")[0].replace("grid", "")

@@ -14,7 +14,11 @@ task run (:func:`~experiments.stage_tasks.task_unit`):
   no other rate, has nothing to check;
 * **caps**: "did not learn" means "not within the cap", so every seed that stopped at the
   cap without learning at its encoding's chosen rate trains again from the start, at that
-  rate, with :data:`CAP_FACTOR` times the cap (the schedule stretched to the new length).
+  rate, with :data:`CAP_FACTOR` times the cap (the schedule stretched to the new length);
+* **warm-ups**: a longer cap changes three things at once: more steps, a longer warm-up
+  (a tenth of the cap) and a slower decay.  So every seed that the cap check turned into
+  one that learned trains once more, at the first cap, with the longer cap's warm-up:
+  if it learns, the warm-up made the difference; if not, the slower decay or the steps.
 """
 
 from __future__ import annotations
@@ -52,3 +56,15 @@ def task_caps(runner, name: str, lm_chosen: dict, res: dict) -> list[dict]:
                       f"-s{r['seed']}", r["encoding"], r["seed"], r["lr"], lm_chosen,
                       steps=steps)
             for r in res["runs"] if not r["learned"]]
+
+
+def task_warmups(runner, name: str, lm_chosen: dict, res: dict) -> list[dict]:
+    """The warm-up check's runs for task ``name``: each seed of the cap check
+    (``res["caps"]``) that learned there, trained again at the task's own cap with the
+    longer cap's warm-up (a unit of the rate check's kind, keyed on its warm-up)."""
+    steps = runner.config[name]["steps"]
+    warmup = max(1, CAP_FACTOR * steps // 10)
+    return [task_unit(runner, name, f"{name}rate-{r['encoding']}-lr{r['lr']:g}-warm{warmup}"
+                      f"-s{r['seed']}", r["encoding"], r["seed"], r["lr"], lm_chosen,
+                      warmup=warmup)
+            for r in res["caps"] if r["learned"]]

@@ -27,13 +27,16 @@ from posenc.analysis.experiments import tasks as K
 
 
 def task_unit(runner, name: str, key: str, enc: str, seed: int, lr: float,
-              lm_chosen: dict, steps: int | None = None) -> dict:
+              lm_chosen: dict, steps: int | None = None, warmup: int | None = None) -> dict:
     """One run of task ``name`` (see the module's docstring): encoding ``enc``, ``seed``
     and rate ``lr``, trained to the target or the cap (the task's ``steps``, or
-    ``steps`` where given) and tested, stored as unit ``key``."""
+    ``steps`` where given) and tested, stored as unit ``key``.  ``warmup`` replaces the
+    schedule's warm-up (a tenth of the cap) with that many steps."""
     tc = runner.config[name]
     if steps is not None:
         tc = {**tc, "steps": steps}
+    if warmup is not None:
+        tc = {**tc, "warmup": warmup}
     if name == "copy":
         maker = K.copy_maker(tuple(tc["m"]))
         train_length = 2 * tc["m"][1] + 1
@@ -62,7 +65,8 @@ def task_unit(runner, name: str, key: str, enc: str, seed: int, lr: float,
 
         res = K.train_task(cfg, maker, steps=tc["steps"], batch=tc["batch"], lr=lr,
                            seed=seed, progress=runner.progress, device=runner.device,
-                           desc=name, stop=stop, check_every=tc["check_every"])
+                           desc=name, stop=stop, check_every=tc["check_every"],
+                           warmup=tc.get("warmup"))
         acc = checks[-1] if checks and res.steps % tc["check_every"] == 0 else \
             valid(res.model)
         return {"encoding": enc, "seed": seed, "lr": lr, "losses": res.losses,

@@ -132,10 +132,11 @@ def train_task(cfg: ModelConfig, make_batch: Callable[[int, np.random.Generator]
                *, steps: int, batch: int, lr: float, seed: int, progress: bool = False,
                log_every: int = 10, device: str = "cpu", desc: str = "task",
                stop: Callable[[TinyDecoder], bool] | None = None,
-               check_every: int = 100) -> TrainResult:
+               check_every: int = 100, warmup: int | None = None) -> TrainResult:
     """Train on a synthetic task: ``make_batch(batch, rng)`` gives ``(tokens, scored)``.
     ``stop(model)``, where given, is asked every ``check_every`` steps and ends training
-    when true (for example: in-distribution accuracy reached; see :func:`train`)."""
+    when true (for example: in-distribution accuracy reached; see :func:`train`, which
+    also takes ``warmup``)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model = TinyDecoder(cfg).to(device)
@@ -146,7 +147,7 @@ def train_task(cfg: ModelConfig, make_batch: Callable[[int, np.random.Generator]
 
     return train(model, batch_fn, steps=steps, lr=lr, desc=f"{desc} {cfg.encoding} s{seed}",
                  progress=progress, log_every=log_every, check_every=check_every,
-                 stop=None if stop is None else (lambda _steps: stop(model)))
+                 warmup=warmup, stop=None if stop is None else (lambda _steps: stop(model)))
 
 
 @torch.no_grad()
