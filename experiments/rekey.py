@@ -180,8 +180,11 @@ def main(argv=None) -> int:
                       if any(stage_of(u["key"]) in ("tasks", "taskrates")
                              and u["key"].startswith(t) for u in rekeyed))
         # the tasks' checks only where their units are among those re-keyed (a run of
-        # the tasks' units alone cannot compute checks stored under another code)
-        with_checks = any(stage_of(u["key"]) == "taskrates" for u in rekeyed)
+        # the tasks' units alone cannot compute checks stored under another code), and of
+        # those only the checks whose units are (a check added since has none to carry)
+        checked = [u["key"] for u in rekeyed if stage_of(u["key"]) == "taskrates"]
+        with_checks = {"caps" if "-cap" in k else "warmups" if "-warm" in k else "rates"
+                       for k in checked}
         # the stages the units come from, no others (a stage whose units are all stale
         # would only ask for units the re-keyed set cannot hold)
         with_finetune = any(stage_of(u["key"]) == "finetune" for u in rekeyed)

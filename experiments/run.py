@@ -74,6 +74,7 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 _START = time.perf_counter()
@@ -389,12 +390,13 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
         encodings=ENCODINGS, store: UnitStore | None = None,
         with_finetune: bool = True, with_more_seeds: bool = True,
         finetune_arms=None, probes: bool = True, assemble: bool = False,
-        with_checks: bool = True) -> dict:
+        with_checks: bool | Collection[str] = True) -> dict:
     """Run (or read from the unit store) the protocol's units in priority order: the tuned
     language models and their seeds, RoPE scaling without training (fixed and matched
     factors), the longer-trained references, the RoPE ablation, the budget study, the
-    fine-tuning, the tasks named in ``stages`` and their checks of rate and cap
-    (:mod:`experiments.stage_taskrates`; ``with_checks=False`` leaves them out), the rate
+    fine-tuning, the tasks named in ``stages`` and their checks of rate, cap and warm-up
+    (:mod:`experiments.stage_taskrates`; ``with_checks=False`` leaves them out, a
+    collection of ``"rates"``, ``"caps"`` and ``"warmups"`` keeps only those), the rate
     edge check.  ``encodings`` limits
     the run to some encodings' units (RoPE's units come with ``"rope"``); ``store``
     replaces the unit store of ``units`` (``experiments/rekey.py`` passes a checking one);
@@ -469,13 +471,22 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
     # for an encoding where some seeds did not learn at the chosen one; every seed that did
     # not learn, again with twice the cap; and every seed that learned only then, again at
     # the first cap with the longer cap's warm-up
+    checks = ({"rates", "caps", "warmups"} if with_checks is True
+              else set(with_checks or ()))
+    unknown = checks - {"rates", "caps", "warmups"}
+    if unknown:
+        raise ValueError(f"with_checks must be a bool or name checks of rates, caps and "
+                         f"warmups, got {sorted(unknown)}")
     for name in ("copy", "passkey"):
-        if body[name] is not None and with_checks:
+        if body[name] is None:
+            continue
+        if "rates" in checks:
             body[name]["rates"] = part(f"{name}_rates",
                                        lambda: task_rates(r, name, chosen, body[name]), None)
+        if checks & {"caps", "warmups"}:
             body[name]["caps"] = part(f"{name}_caps",
                                       lambda: task_caps(r, name, chosen, body[name]), None)
-            if body[name]["caps"] is not None:
+            if "warmups" in checks and body[name]["caps"] is not None:
                 body[name]["warmups"] = part(
                     f"{name}_warmups", lambda: task_warmups(r, name, chosen, body[name]),
                     None)
