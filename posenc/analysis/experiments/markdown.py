@@ -177,6 +177,15 @@ def _task_lines(results: dict) -> list[str]:
                 lines.append(f"| {row['encoding']} | {row['lr']:g} | {row['steps']} | "
                              f"{len(row['rerun'])} | {row['k']}/{row['n']} "
                              f"[{row['lo']:.2f}, {row['hi']:.2f}] |")
+        if results[task].get("warmups"):
+            lines += ["", f"Warm-up check ({task}): every seed that learned only with the "
+                      f"longer cap, trained again within {cap} steps with only the longer "
+                      "cap's warm-up", "", "| encoding | rate | warm-up | seeds trained "
+                      "again | learned [95 %] |", "|---|---|---|---|---|"]
+            for row in report.task_warmup_check(results, task):
+                lines.append(f"| {row['encoding']} | {row['lr']:g} | {row['warmup']} | "
+                             f"{len(row['rerun'])} | {row['k']}/{row['n']} "
+                             f"[{row['lo']:.2f}, {row['hi']:.2f}] |")
     return lines
 
 

@@ -268,6 +268,36 @@ def task_cap_check(results, task: str) -> list[dict]:
     return out
 
 
+def task_warmup_check(results, task: str) -> list[dict]:
+    """The tasks' warm-up check (``experiments/stage_taskrates.py``): for each encoding
+    with seeds that learned only with the cap check's longer cap, how many of those learn
+    at the first cap with only the warm-up lengthened: ``stats.wilson`` of k of n, with
+    ``"encoding"``, ``"lr"``, ``"warmup"`` (its steps), ``"rerun"`` (the seeds trained
+    again), ``"seeds"`` (those that learned), ``"steps"`` (each rerun seed's steps, in
+    seed order) and ``"best"`` (the highest in-distribution accuracy among them).
+
+    >>> run = lambda s, ok, st, v: {"encoding": "a", "seed": s, "lr": 0.01, "learned": ok,
+    ...                             "steps": st, "valid": v, "params": {"copy": {"warmup": 6}}}
+    >>> res = {"copy": {"warmups": [run(1, True, 20, 0.99), run(3, False, 30, 0.9)]}}
+    >>> got = task_warmup_check(res, "copy")[0]
+    >>> got["warmup"], got["rerun"], got["seeds"], got["steps"], f"{got['k']}/{got['n']}"
+    (6, [1, 3], [1], [20, 30], '1/2')
+    """
+    section = _checked_task(results, task, "warmups", "warm-up check")
+    out: list[dict] = []
+    for enc in dict.fromkeys(r["encoding"] for r in section["warmups"]):
+        rows = sorted((r for r in section["warmups"] if r["encoding"] == enc),
+                      key=lambda r: r["seed"])
+        learned = [r["seed"] for r in rows if r["learned"]]
+        out.append({"encoding": enc, "lr": rows[0]["lr"],
+                    "warmup": rows[0]["params"][task]["warmup"],
+                    "rerun": [r["seed"] for r in rows], "seeds": learned,
+                    "steps": [r["steps"] for r in rows],
+                    "best": max(r["valid"] for r in rows),
+                    **stats.wilson(len(learned), len(rows))})
+    return out
+
+
 def task_extrapolation(results, task: str, encoding: str, key: int, *,
                        threshold: float = 0.5, free: bool = False) -> dict | None:
     """Past the trained lengths, over the seeds that learned only: how many of them get at
