@@ -406,6 +406,12 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
     ``assemble=True`` trains nothing: the results hold every section whose units are all
     stored, and ``"pending"`` names the first missing unit of each that is not (the
     fine-tuning stage arm by arm, :func:`finished_finetune`)."""
+    checks = ({"rates", "caps", "warmups"} if with_checks is True
+              else set(with_checks or ()))
+    unknown = checks - {"rates", "caps", "warmups"}
+    if unknown:
+        raise ValueError(f"with_checks must be a bool or name checks of rates, caps and "
+                         f"warmups, got {sorted(unknown)}")
     r = PartRunner(config, cache, device, progress, units=units, corpus=corpus,
                    encodings=encodings, store=store, arms=finetune_arms, probes=probes,
                    assemble=assemble)
@@ -471,12 +477,6 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
     # for an encoding where some seeds did not learn at the chosen one; every seed that did
     # not learn, again with twice the cap; and every seed that learned only then, again at
     # the first cap with the longer cap's warm-up
-    checks = ({"rates", "caps", "warmups"} if with_checks is True
-              else set(with_checks or ()))
-    unknown = checks - {"rates", "caps", "warmups"}
-    if unknown:
-        raise ValueError(f"with_checks must be a bool or name checks of rates, caps and "
-                         f"warmups, got {sorted(unknown)}")
     for name in ("copy", "passkey"):
         if body[name] is None:
             continue

@@ -415,6 +415,22 @@ def test_the_passkey_task_as_the_page_states_it(results):
                if r["encoding"] == "sinusoidal" and r["learned"]]
     assert new_sin and all(d["exact"] == 0.0 for r in new_sin for n, v in r["test"].items()
                            if int(n) > hi for d in v.values())
+    # ... and inside the first cap too, so the schedule, not the steps, changed them
+    assert max(r["steps"] for r in new_sin) < pk["steps"]
+    # the warm-up check: every seed the longer cap turned, at the first cap with only the
+    # longer warm-up: the learned table's all learn (inside the first cap), the sinusoidal
+    # model's none (the slower decay, not the warm-up, made its difference)
+    warm = {r["encoding"]: r for r in R.task_warmup_check(results, "passkey")}
+    assert set(warm) == {"learned", "sinusoidal"}
+    for enc, row in warm.items():
+        assert row["rerun"] == sorted(set(caps[enc]["seeds"]) - set(caps[enc]["within"]))
+        assert row["warmup"] == 2 * pk["steps"] // 10
+    assert warm["learned"]["k"] == warm["learned"]["n"] == 3
+    assert max(warm["learned"]["steps"]) < pk["steps"]
+    assert warm["sinusoidal"]["k"] == 0 and warm["sinusoidal"]["n"] == 2
+    assert all(r["params"]["passkey"]["steps"] == pk["steps"]
+               for r in results["passkey"]["warmups"])
+    assert results["copy"]["warmups"] == []  # no copy seed learned only with the longer cap
     # every seed at a checked rate trained to the target or to the cap, as the others
     for r in results["passkey"]["rates"]:
         assert r["learned"] == (r["valid"] >= pk["target"])

@@ -434,6 +434,13 @@ def test_quick_run_end_to_end(tmp_path):
         for x in r[task]["caps"]:
             assert x["params"][task]["steps"] == 2 * tc["steps"]
             assert 1 <= x["steps"] <= 2 * tc["steps"]
+        # the warm-up check: each seed that learned only with the longer cap, at the first
+        # cap with the longer cap's warm-up
+        assert sorted((x["encoding"], x["seed"]) for x in r[task]["warmups"]) == sorted(
+            (x["encoding"], x["seed"]) for x in r[task]["caps"] if x["learned"])
+        for x in r[task]["warmups"]:
+            assert x["params"][task]["steps"] == tc["steps"]
+            assert x["params"][task]["warmup"] == max(1, 2 * tc["steps"] // 10)
     # more seeds where a ranking is close: trained and tested as the first seeds are
     more = r["config"]["lm_more_seeds"]
     assert sorted((x["encoding"], x["seed"]) for x in r["lm_more_seeds"]) == sorted(
@@ -629,3 +636,14 @@ def test_task_extrapolation_counts_only_the_seeds_that_learned():
         R.task_cap_check(older, "copy")
     with pytest.raises(ValueError, match="task 'passkey' has no finished cap check"):
         R.task_cap_check({"passkey": None}, "passkey")
+
+
+def test_run_rejects_unknown_checks_before_training(tmp_path):
+    """``with_checks`` names the tasks' checks to run; an unknown one is refused at once,
+    before any unit trains."""
+    from experiments import run as R
+
+    with pytest.raises(ValueError, match=r"with_checks must be a bool or name checks of "
+                       r"rates, caps and warmups, got \['cap'\]"):
+        R.run(R.QUICK, cache=tmp_path, device="cpu", progress=False, with_checks={"cap"})
+    assert not list(tmp_path.glob("**/*.json"))
