@@ -588,7 +588,7 @@ def main(argv=None) -> int:
                     help="skip the fine-tuning stage (another process runs it); no results "
                          "file is written")
     ap.add_argument("--no-checks", action="store_true",
-                    help="skip the tasks' checks of rate and cap (stage_taskrates); no "
+                    help="skip the tasks' checks of rate, cap and warm-up (stage_taskrates); no "
                          "results file is written")
     ap.add_argument("--no-more-seeds", action="store_true",
                     help="skip the extra seeds of lm_more_seeds (another process runs them)")
