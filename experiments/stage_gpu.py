@@ -113,7 +113,7 @@ class GpuPlan:
         return {"model": self.config["model"], "encoding": enc, "train_length": length,
                 "seed": seed, "steps": steps, "batch": self.batch(length),
                 "lr": self.plan["lr"], "embed_scale": float(self.plan["embed_scale"][enc]),
-                "eval": {"lengths": [n for n in self.lengths if n >= length],
+                "eval": {"lengths": self.lengths,
                          "n_chunks": lm["n_chunks"], "target": lm["target"],
                          "bucket": lm["bucket"], "valid_chunks": lm["valid_chunks"],
                          "far": [C.FAR_GAP, C.FAR_MIN_LEN]},
@@ -153,8 +153,11 @@ class GpuPlan:
             return None
         train_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        lengths = [n for n in self.lengths if n >= length]
-        test = self.evaluate(enc, stack, self.corpus.test, self.chunks, lengths, self.far)
+        # every length, a reference's shorter ones too: the same weights reading less
+        # history before the same targets (what the longer history is worth within one
+        # model, as experiments/stage_context.py measures on the CPU tier)
+        test = self.evaluate(enc, stack, self.corpus.test, self.chunks, self.lengths,
+                             self.far)
         # validation (for tuning) at the training length of the main models
         valid = self.evaluate(enc, stack, self.corpus.valid, self.valid_chunks, [self.L],
                               None)

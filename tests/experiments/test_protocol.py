@@ -462,6 +462,11 @@ def test_gpu_plan_trains_in_priority_order_writes_units_and_resumes(corpus, tmp_
     assert r["corpus"]["test"]["sha256"] == corpus.test.sha256()
     units = {u["key"]: u for u in r["units"]}
     lengths = [L * f for f in cfg["lm"]["eval_factors"]]
+    # a reference is read at every length, its shorter ones too (the same weights reading
+    # less history before the same targets)
+    for e, n in cfg["plan"]["references"]:
+        for s in first:
+            assert sorted(int(k) for k in units[f"lm-{e}-L{n}-s{s}"]["test"]) == lengths
     for key in expect:
         u = units[key]
         assert u["commit"] and u["steps"] == 3 and [s for s, _ in u["losses"]] == [0, 2]
@@ -482,8 +487,7 @@ def test_gpu_plan_trains_in_priority_order_writes_units_and_resumes(corpus, tmp_
     # references: trained at a longer length with the same bytes per step
     e_ref, n_ref = cfg["plan"]["references"][-1]
     ref = units[f"lm-{e_ref}-L{n_ref}-s{first[-1]}"]
-    assert ref["train_length"] == n_ref and sorted(map(int, ref["test"])) == [
-        n for n in lengths if n >= n_ref]
+    assert ref["train_length"] == n_ref and sorted(map(int, ref["test"])) == lengths
     assert ref["params"]["batch"] * n_ref == cfg["lm"]["batch"] * L
     assert "| rope @ 32 | far |" in (out / "results.md").read_text()
     # the fine-tuning arms: trained at factor * L from the RoPE models, probed
