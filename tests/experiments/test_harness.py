@@ -636,6 +636,8 @@ def test_task_extrapolation_counts_only_the_seeds_that_learned():
         R.task_cap_check(older, "copy")
     with pytest.raises(ValueError, match="task 'passkey' has no finished cap check"):
         R.task_cap_check({"passkey": None}, "passkey")
+    with pytest.raises(ValueError, match="no finished warm-up check.*pending: None"):
+        R.task_warmup_check(older, "copy")
 
 
 def test_run_rejects_unknown_checks_before_training(tmp_path):
