@@ -114,6 +114,8 @@ def write_markdown(results: dict) -> str:
 def _context_lines(results: dict) -> list[str]:
     """Each reference read at every length up to its own (one load of its weights): loss
     on the far-identifier targets and on all the targets, mean [95 % t interval]."""
+    from . import report
+
     rows = results.get("references_context") or []
     if not rows:
         return []
@@ -125,12 +127,11 @@ def _context_lines(results: dict) -> list[str]:
         for metric in ("far", "target"):
             cells = []
             for n in lengths:
-                vals = _by_seed(rows, lambda x, e=enc, t=n_ref: (x["encoding"], x["train_length"])
-                                == (e, t), lambda x, n=n: (x["test"].get(str(n)) or {}).get(metric))
-                if not vals or any(v is None for v in vals):
+                if n > n_ref:  # read only up to its own length
                     cells.append("n/a")
                     continue
-                sm = stats.summary(vals)
+                sm = stats.summary(report.reference_context_values(results, enc, n_ref, n,
+                                                                   metric))
                 cells.append(f"{sm['mean']:.4f} [{sm['lo']:.4f}, {sm['hi']:.4f}]")
             lines.append(f"| {enc} trained at {n_ref} | {metric} | " + " | ".join(cells) + " |")
     return lines
