@@ -117,9 +117,10 @@ CPU = {
     # every encoding, five seeds (the budget claims sat at the edge of the correction with
     # three), half and twice the steps (issue 31's budget study)
     "budget": {"encodings": list(ENCODINGS), "seeds": [0, 1, 2, 3, 4], "multipliers": [0.5, 2.0]},
-    # models trained at 4 L with the same bytes per step: what longer context is worth
-    # (five seeds: with three, a paired t test cannot survive the chapter's correction)
-    "references": {"encodings": ["rope", "alibi"], "factors": [4],
+    # models trained at 2 L and 4 L with the same bytes per step, a reference at every
+    # evaluation length up to 4 L: what longer context is worth (five seeds: with three, a
+    # paired t test cannot survive the chapter's correction)
+    "references": {"encodings": ["rope", "alibi"], "factors": [2, 4],
                    "seeds": [0, 1, 2, 3, 4]},
     # RoPE's wavelength explanation tested: base and head width varied (five seeds)
     "ablation": {"bases": [500.0, 1e4, 1e6], "head_dims": [16, 64],

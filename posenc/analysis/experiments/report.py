@@ -480,6 +480,11 @@ def claim_family(results) -> list[tuple]:
          "far"),
         ("ctx_alibi_self", ("refctx", "alibi", 4 * L), ("refctx", "alibi", 4 * L), (4 * L, L),
          "far"),
+        # ... and the same within the reference trained at 2L: reading 2L against reading L
+        ("ctx_rope_self_2L", ("refctx", "rope", 2 * L), ("refctx", "rope", 2 * L),
+         (2 * L, L), "far"),
+        ("ctx_alibi_self_2L", ("refctx", "alibi", 2 * L), ("refctx", "alibi", 2 * L),
+         (2 * L, L), "far"),
         # the RoPE ablation: a shorter base fails less at twice the length
         ("abl_500_1e4_h16", ("abl", 500.0, 16), ("abl", 1e4, 16), 2 * L, "target"),
         ("abl_1e4_1e6_h16", ("abl", 1e4, 16), ("abl", 1e6, 16), 2 * L, "target"),
@@ -527,9 +532,10 @@ def _testable(results, claim, head: int) -> bool:
         if spec[0] == "budget" and (len(cfg["budget"].get("seeds", [0])) < 2
                                     or spec[1] not in cfg["budget"]["encodings"]):
             return False
+        rf = cfg["references"]
         if spec[0] in ("ref", "refctx") and (
-                len(cfg["references"]["seeds"]) < 2
-                or spec[1] not in cfg["references"]["encodings"]):
+                len(rf["seeds"]) < 2 or spec[1] not in rf["encodings"]
+                or spec[2] not in {cfg["lm"]["train_length"] * int(f) for f in rf["factors"]}):
             return False
     return True
 
