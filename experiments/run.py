@@ -96,6 +96,7 @@ from experiments.stage_finetune import finetune  # noqa: E402
 from experiments.stage_gpu import GpuPlan  # noqa: E402
 from experiments.stage_lm import Runner  # noqa: E402
 from experiments.stage_context import reference_context  # noqa: E402
+from experiments.stage_refrates import reference_rates  # noqa: E402
 from experiments.stage_taskrates import task_caps, task_rates, task_warmups  # noqa: E402
 from experiments.stage_tasks import task  # noqa: E402
 
@@ -433,6 +434,10 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
     references = r.references(chosen)
     # each reference read again at every length up to its own (stage_context)
     context = part("references_context", lambda: reference_context(r, references), [])
+    # were the references trained at a fair rate? a grid on seed 0 (stage_refrates)
+    ref_rates = part("references_rates",
+                     lambda: reference_rates(r, chosen, references),
+                     {"grid": [], "chosen": [], "tuned": [], "tuned_context": []})
     ablation = r.ablation(chosen)
     budget = r.budget(chosen)
     ft = {"grid": [], "rates": {}, "runs": [], "probes": []}
@@ -456,6 +461,7 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
         "scaling_matched": matched,
         "references": references,
         "references_context": context,
+        "references_rates": ref_rates,
         "ablation": ablation,
         "budget": budget,
         "finetune": ft["runs"],

@@ -5,6 +5,7 @@ corpus hash, every encoding), not the numbers of the full run.
 """
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -369,7 +370,8 @@ def test_quick_run_end_to_end(tmp_path):
         assert unit["code"] == stage_code(stage_of(unit["key"]))
         assert unit["commit"] == prov["commit"]
     assert prov["stage_code"] == {s: stage_code(s) for s in
-                                  ("lm", "finetune", "tasks", "taskrates", "context", "gpu")}
+                                  ("lm", "finetune", "tasks", "taskrates", "context", "refrates",
+                                   "gpu")}
     # every reference read again at each length up to its own (stage_context), from one
     # load of its weights: trained in this run, so at its own length it gives exactly the
     # reference's own evaluation
@@ -386,6 +388,26 @@ def test_quick_run_end_to_end(tmp_path):
                                                if int(n) <= n_ref]
         assert x["test"][str(n_ref)] == ref["test"][str(n_ref)]
         assert len(x["weights"]) == 12
+    # the references' rate check (stage_refrates): on seed 0, every rate of the language
+    # models' grid at each reference's encoding and length, scored on the validation text
+    # at the reference's own length; the reference's own rate is its stored unit, not a
+    # retrained one; the chosen rate is the grid's best
+    rr = r["references_rates"]
+    lm_lrs = sorted(r["config"]["lm"]["lrs"])
+    assert {(c["encoding"], c["train_length"]) for c in rr["chosen"]} == {
+        (x["encoding"], x["train_length"]) for x in r["references"]}
+    for c in rr["chosen"]:
+        pts = [g for g in rr["grid"]
+               if (g["encoding"], g["train_length"]) == (c["encoding"], c["train_length"])]
+        assert [g["lr"] for g in pts] == c["grid"] and set(lm_lrs) <= set(c["grid"])
+        assert c["lr"] == min(pts, key=lambda g: g["valid"])["lr"]
+        own = next(g for g in pts if g["lr"] == c["own_lr"])
+        assert own["key"] == f"ref-{c['encoding']}-L{c['train_length']}-s0"
+        assert all(g["key"].startswith("refgrid-") for g in pts if g is not own)
+        assert all(math.isfinite(g["valid"]) for g in pts)
+    n_tuned = sum(c["lr"] != c["own_lr"] for c in rr["chosen"])
+    assert len(rr["tuned"]) == n_tuned * len(r["config"]["references"]["seeds"])
+    assert len(rr["tuned_context"]) == len(rr["tuned"])
     ft = r["config"]["finetune"]
     assert {(x["arm"], x["seed"]) for x in r["finetune"]} == {
         (a, s) for a in ft["arms"] for s in seeds}

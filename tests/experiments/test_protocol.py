@@ -97,6 +97,7 @@ def test_each_stage_is_keyed_on_its_own_import_closure(tmp_path):
     write("experiments/stage_finetune.py", "import posenc.analysis.experiments.b\n")
     write("experiments/stage_gpu.py", "from experiments.stage_lm import x\n")
     write("experiments/stage_context.py", "from posenc.analysis.experiments import b\n")
+    write("experiments/stage_refrates.py", "from experiments.stage_context import w\n")
     write("posenc/analysis/experiments/a.py", "from .b import y\nfrom . import report\n")
     write("posenc/analysis/experiments/b.py", "y = 1\n")
     write("posenc/analysis/experiments/t.py", "from ...torch import z\n")
@@ -113,13 +114,16 @@ def test_each_stage_is_keyed_on_its_own_import_closure(tmp_path):
                                   "experiments/stage_tasks.py", pkg + "t.py"]
     assert names["finetune"] == ["experiments/stage_finetune.py", pkg + "b.py"]
     assert names["context"] == ["experiments/stage_context.py", pkg + "b.py"]
+    # the references' rate check reads them as stage_context does, so its key covers that
+    assert names["refrates"] == ["experiments/stage_context.py",
+                                 "experiments/stage_refrates.py", pkg + "b.py"]
     assert names["gpu"] == ["experiments/stage_gpu.py", "experiments/stage_lm.py",
                             pkg + "a.py", pkg + "b.py"]
     before = {s: U.stage_code(s, tmp_path) for s in U.STAGES}
     write("posenc/analysis/experiments/b.py", "y = 2\n")
     after = {s: U.stage_code(s, tmp_path) for s in U.STAGES}
     assert [s for s in U.STAGES if before[s] != after[s]] == ["lm", "finetune", "context",
-                                                              "gpu"]
+                                                              "refrates", "gpu"]
     # presentation and bookkeeping modules key nothing
     write("posenc/analysis/experiments/report.py", "r = 2\n")
     write("posenc/analysis/experiments/units.py", "u = 2\n")
@@ -141,6 +145,9 @@ def test_each_stage_is_keyed_on_its_own_import_closure(tmp_path):
     # so is the references' re-reading: adding it left the language models' units valid
     assert "experiments/stage_context.py" not in real["lm"]
     assert pkg + "train.py" in real["context"]
+    # and the rate check of the references left both valid
+    assert "experiments/stage_refrates.py" not in real["lm"] | real["context"]
+    assert real["context"] < real["refrates"]
 
 
 def _age(units_dir: Path, cache: Path, old: str, seeds) -> dict:
@@ -687,3 +694,66 @@ def test_gpu_plan_evaluation_falls_back_to_the_loop(corpus, monkeypatch):
     got = plan.evaluate("alibi", stack, corpus.test, plan.chunks, [64], None)
     assert [g[64]["target"] for g in got] == [w[64]["target"] for w in want]
     assert any("looping" in line for line in logs) and plan.vmap_ok["alibi"]
+
+
+def test_the_references_rate_check_extends_its_grid_and_retrains_at_a_better_rate(
+        monkeypatch):
+    """stage_refrates' rule with the training stubbed: a validation loss whose optimum lies
+    below the grid makes it extend the grid downwards (at most max_extensions times), reuse
+    the reference's own unit at its own rate, and retrain every seed at the rate chosen;
+    where the reference's own rate wins, nothing is retrained."""
+    sys.path.insert(0, str(ROOT))
+    from experiments import stage_refrates as RR
+    from experiments.stage_lm import Runner
+
+    calls = []
+
+    class Fake:
+        L = 16
+        _beyond = staticmethod(Runner._beyond)
+        config = {"lm": {"lrs": [1e-3, 1e-2], "batch": 8, "steps": 5},
+                  "references": {"encodings": ["rope"], "factors": [2],
+                                 "seeds": [0, 1, 2]},
+                  "tuning_grid": {"max_extensions": 2}}
+
+        def cfg(self, enc, scale, train_length):
+            return (enc, scale, train_length)
+
+        def lm_train(self, key, cfg, seed, lr, steps, batch=None):
+            calls.append((key, seed, lr, batch))
+            return {"key": key, "encoding": cfg[0], "seed": seed, "lr": lr,
+                    "train_length": cfg[2], "embed_scale": cfg[1]}
+
+        def lm_test(self, run, cfg):
+            return {**run, "test": {}}
+
+    def valid_at(best):
+        def fake_valid(runner, key, cfg, n):
+            lr = next(c[2] for c in calls if c[0] == key) if key != own["key"] else 1e-2
+            return {"valid": (math.log10(lr) - math.log10(best)) ** 2}
+        return fake_valid
+    own = {"key": "ref-rope-L32-s0", "encoding": "rope", "train_length": 32, "seed": 0}
+    chosen = {"rope": {"lr": 1e-2, "embed_scale": 1.0}}
+    monkeypatch.setattr(RR, "reference_context", lambda runner, refs: [r["key"] for r in refs])
+    # the optimum far below the grid: two extensions down (1e-4, 1e-5), then the cap
+    monkeypatch.setattr(RR, "_valid", valid_at(1e-6))
+    out = RR.reference_rates(Fake(), chosen, [own])
+    grid_lrs = [g["lr"] for g in out["grid"]]
+    assert grid_lrs == [1e-5, 1e-4, 1e-3, 1e-2]
+    assert [g["key"] for g in out["grid"]][-1] == own["key"]  # its own rate: not retrained
+    assert own["key"] not in [c[0] for c in calls]
+    assert out["chosen"] == [{"encoding": "rope", "train_length": 32, "lr": 1e-5,
+                              "own_lr": 1e-2, "grid": grid_lrs}]
+    # every seed at the chosen rate, seed 0 being the grid's unit, at the reference's batch
+    assert [t["key"] for t in out["tuned"]] == [
+        "refgrid-rope-L32-lr1e-05", "reftuned-rope-L32-lr1e-05-s1",
+        "reftuned-rope-L32-lr1e-05-s2"]
+    assert all(c[3] == 4 for c in calls)
+    assert out["tuned_context"] == [t["key"] for t in out["tuned"]]
+    # the optimum inside the grid, at the reference's own rate: nothing retrained
+    calls.clear()
+    monkeypatch.setattr(RR, "_valid", valid_at(1e-2))
+    out = RR.reference_rates(Fake(), chosen, [own])
+    assert [g["lr"] for g in out["grid"]] == [1e-3, 1e-2, 1e-1]
+    assert out["chosen"][0]["lr"] == 1e-2 and out["tuned"] == []
+    assert [c[0] for c in calls] == ["refgrid-rope-L32-lr0.001", "refgrid-rope-L32-lr0.1"]

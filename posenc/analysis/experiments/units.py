@@ -50,7 +50,8 @@ INFRA = frozenset({"units.py", "__init__.py"})
 #: each stage's entry module; a unit's stage is :func:`stage_of` its key
 STAGES = {"lm": "experiments/stage_lm.py", "finetune": "experiments/stage_finetune.py",
           "tasks": "experiments/stage_tasks.py", "taskrates": "experiments/stage_taskrates.py",
-          "context": "experiments/stage_context.py", "gpu": "experiments/stage_gpu.py"}
+          "context": "experiments/stage_context.py",
+          "refrates": "experiments/stage_refrates.py", "gpu": "experiments/stage_gpu.py"}
 
 #: the stage of each unit kind (the key's first dash-separated word)
 UNIT_STAGE = {"lmgrid": "lm", "lm": "lm", "lmedge": "lm", "test": "lm", "budget": "lm",
@@ -58,7 +59,8 @@ UNIT_STAGE = {"lmgrid": "lm", "lm": "lm", "lmedge": "lm", "test": "lm", "budget"
               "finetune": "finetune", "finetunegrid": "finetune", "probe": "finetune",
               "copy": "tasks", "copygrid": "tasks",
               "passkey": "tasks", "passkeygrid": "tasks",
-              "copyrate": "taskrates", "passkeyrate": "taskrates", "refctx": "context"}
+              "copyrate": "taskrates", "passkeyrate": "taskrates", "refctx": "context",
+              "refgrid": "refrates", "reftuned": "refrates", "refvalid": "refrates"}
 
 
 def stage_of(key: str) -> str:
@@ -111,6 +113,9 @@ def work_group(unit: dict, models: dict) -> tuple[str, int | None]:
     >>> work_group({"key": "refctx-rope-L512-s0", "encoding": "rope", "train_length": 512,
     ...             "params": {"model": "d2"}}, {})
     ('refctx-rope-L512', None)
+    >>> work_group({"key": "refvalid-ref-rope-L512-s0", "encoding": "rope", "length": 512,
+    ...             "params": {"model": "d2"}}, {})
+    ('refvalid-rope-L512', None)
     """
     key, params = unit["key"], unit["params"]
     kind = key.split("-")[0]
@@ -135,6 +140,8 @@ def work_group(unit: dict, models: dict) -> tuple[str, int | None]:
         return f"probe-{unit['encoding']}-L{unit['train_length']}", None
     if kind == "refctx":
         return f"refctx-{unit['encoding']}-L{unit['train_length']}", None
+    if kind == "refvalid":
+        return f"refvalid-{unit['encoding']}-L{unit['length']}", None
     raise ValueError(f"unit key must be of a kind with a known work group, got {key!r}")
 
 
