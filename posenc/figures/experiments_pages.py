@@ -26,6 +26,7 @@ __all__ = [
     "experiment_length_figure",
     "experiment_scaling_figure",
     "experiment_context_table",
+    "experiment_reference_rates_table",
     "experiment_ablation_figure",
     "experiment_claims_table",
     "experiment_task_table",
@@ -496,6 +497,25 @@ def experiment_tuning_table(results):
                 mark = " ✓" if (lr, sc) == (ch["lr"], ch["embed_scale"]) else ""
                 row.append("–" if v is None else f"{v:.3f}{mark}")
             rows.append(row)
+    return BookTable(header, rows, stack=True)
+
+
+def experiment_reference_rates_table(results):
+    """The references' rate check: for each reference encoding and length, the validation
+    loss at its own length (seed 0) at every rate tried, the best marked ✓; "–" where a
+    rate was not tried."""
+    _check(results)
+    checks = R.reference_rate_check(results)
+    rates = sorted({lr for c in checks for lr in c["valid"]})
+    header = [label("exp_model")] + [f"{label('exp_lr')} {lr:g}" for lr in rates]
+    rows = []
+    for c in checks:
+        row = [label("exp_trained_at_row").format(enc=label(f"exp_{c['encoding']}"),
+                                                  n=c["train_length"])]
+        for lr in rates:
+            v = c["valid"].get(lr)
+            row.append("–" if v is None else f"{v:.3f}" + (" ✓" if lr == c["lr"] else ""))
+        rows.append(row)
     return BookTable(header, rows, stack=True)
 
 

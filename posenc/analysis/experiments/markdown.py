@@ -134,6 +134,20 @@ def _context_lines(results: dict) -> list[str]:
                                                                    metric))
                 cells.append(f"{sm['mean']:.4f} [{sm['lo']:.4f}, {sm['hi']:.4f}]")
             lines.append(f"| {enc} trained at {n_ref} | {metric} | " + " | ".join(cells) + " |")
+    if (results.get("references_rates") or {}).get("chosen"):
+        checks = report.reference_rate_check(results)
+        rates = sorted({lr for c in checks for lr in c["valid"]})
+        lines += ["", "## The references' rate check (seed 0, validation loss at the "
+                  "reference's own length; * the best; where it is not the rate the "
+                  "references trained at, every seed was retrained at it and the tables "
+                  "and claims read those)", "",
+                  "| reference | trained at rate | " + " | ".join(f"{lr:g}" for lr in rates)
+                  + " |", "|---|---:|" + "---:|" * len(rates)]
+        for c in checks:
+            cells = ["n/a" if lr not in c["valid"] else
+                     f"{c['valid'][lr]:.4f}" + ("*" if lr == c["lr"] else "") for lr in rates]
+            lines.append(f"| {c['encoding']} trained at {c['train_length']} | "
+                         f"{c['own_lr']:g} | " + " | ".join(cells) + " |")
     return lines
 
 

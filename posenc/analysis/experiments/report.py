@@ -119,6 +119,38 @@ def reference_context_values(results, encoding: str, train_length: int, n: int,
     return list(_by_seed(rows, metric, n).values())
 
 
+def reference_rate_check(results) -> list[dict]:
+    """The references' rate check (``experiments/stage_refrates.py``), one dict per
+    reference encoding and length: ``encoding``, ``train_length``, ``own_lr`` (the rate the
+    references trained at), ``lr`` (the grid's best on seed 0, by validation loss at the
+    reference's own length) and ``valid`` (that loss by rate), in the file's order.  A file
+    without the check is a ValueError.
+
+    >>> r = {**dict.fromkeys(SECTIONS, []), "schema": 3, "references_rates": {"chosen": [
+    ...      {"encoding": "rope",
+    ...      "train_length": 256, "lr": 0.01, "own_lr": 0.01, "grid": [0.003, 0.01]}],
+    ...      "grid": [{"encoding": "rope", "train_length": 256, "lr": 0.003, "valid": 1.9},
+    ...               {"encoding": "rope", "train_length": 256, "lr": 0.01, "valid": 1.7}]}}
+    >>> reference_rate_check(r)[0]["valid"]
+    {0.003: 1.9, 0.01: 1.7}
+    >>> reference_rate_check({**r, "references_rates": {}})
+    Traceback (most recent call last):
+    ValueError: results must hold the references' rate check (references_rates, experiments/stage_refrates.py)
+    """
+    check(results)
+    rr = results.get("references_rates")
+    if not rr or not rr.get("chosen"):
+        raise ValueError("results must hold the references' rate check "
+                         "(references_rates, experiments/stage_refrates.py)")
+    out = []
+    for c in rr["chosen"]:
+        valid = {g["lr"]: g["valid"] for g in rr["grid"]
+                 if (g["encoding"], g["train_length"]) == (c["encoding"], c["train_length"])}
+        out.append({"encoding": c["encoding"], "train_length": c["train_length"],
+                    "own_lr": c["own_lr"], "lr": c["lr"], "valid": valid})
+    return out
+
+
 def ablation_values(results, base: float, head_dim: int, n: int,
                     metric: str = "target") -> list:
     """Per-seed loss of RoPE with ``base`` and head width ``head_dim`` (the protocol's own
@@ -368,8 +400,7 @@ def _series_rows(results, spec) -> list[dict]:
         seeds = set(results["config"]["ablation" if kind == "abl" else "budget"]["seeds"])
         return [r for r in lm_rows(results, enc) if r["seed"] in seeds]
     if kind in ("ref", "refctx"):
-        section, pick, want = results["references" if kind == "ref" else
-                                      "references_context"], \
+        section, pick, want = _references(results, kind), \
             (lambda r: (r["encoding"], r["train_length"])), (spec[1], spec[2])
         what = "encoding and train_length must name a reference model"
     elif kind == "abl":
@@ -391,6 +422,18 @@ def _series_rows(results, spec) -> list[dict]:
         raise ValueError(f"{what}, got {want!r}; the file has "
                          f"{sorted({pick(r) for r in section})}")
     return rows
+
+
+def _references(results, kind: str) -> list[dict]:
+    """The reference runs (``kind`` ``"ref"``) or their re-readings (``"refctx"``), each
+    encoding and length at the rate its check chose: where the rate check
+    (``experiments/stage_refrates.py``) retrained a reference at a better rate, those
+    seeds replace the ones trained at the rate tuned for ``L``."""
+    section = results["references" if kind == "ref" else "references_context"]
+    rr = results.get("references_rates") or {}
+    tuned = rr.get("tuned" if kind == "ref" else "tuned_context") or []
+    retrained = {(r["encoding"], r["train_length"]) for r in tuned}
+    return [r for r in section if (r["encoding"], r["train_length"]) not in retrained] + tuned
 
 
 def _series_values(results, spec, n: int, metric: str) -> list:
