@@ -549,6 +549,8 @@ def test_chapter_figures_render_the_quick_results(tmp_path, recwarn):
                 assert fig.legends or fig.axes[0].get_legend() is not None
             assert len(figs[2].axes) == 2 and len(figs[-1].axes) == 2
             assert str(pf.experiment_context_table(r)).count(" ± ") > 0
+            assert str(pf.experiment_reference_rates_table(r)).count("✓") == len(
+                r["references_rates"]["chosen"])
             for task in ("copy", "passkey"):
                 table = pf.experiment_task_table(r, task)
                 assert len(table.rows) == len(ENCODINGS)

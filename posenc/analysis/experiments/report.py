@@ -102,9 +102,20 @@ def scaling_values(results, kind: str, n: int, metric: str = "target", *,
 
 
 def reference_values(results, encoding: str, train_length: int, n: int,
-                     metric: str = "target") -> list:
-    """Per-seed loss of the reference ``encoding`` model trained at ``train_length``."""
-    return _series_values(results, ("ref", encoding, train_length), n, metric)
+                     metric: str = "target", *, rate: str = "chosen") -> list:
+    """Per-seed loss of the reference ``encoding`` model trained at ``train_length``: at the
+    rate its check chose (``rate="chosen"``, what the claims read), or at the first rate,
+    the one tuned for ``L`` (``rate="first"``; the same runs where the check kept it)."""
+    if rate == "chosen":
+        return _series_values(results, ("ref", encoding, train_length), n, metric)
+    if rate != "first":
+        raise ValueError(f"rate must be 'chosen' or 'first', got {rate!r}")
+    rows = [r for r in results["references"]
+            if (r["encoding"], r["train_length"]) == (encoding, train_length)]
+    if not rows:
+        raise ValueError(f"encoding and train_length must name a reference model, got "
+                         f"{(encoding, train_length)!r}")
+    return list(_by_seed(rows, metric, n).values())
 
 
 def reference_context_values(results, encoding: str, train_length: int, n: int,
