@@ -21,6 +21,7 @@ validation unit on the model it reads and the validation settings.
 
 from __future__ import annotations
 
+from experiments.rategrid import search
 from experiments.stage_context import reference_context, weights_digest
 from posenc.analysis.experiments import corpus as C
 from posenc.analysis.experiments import train as T
@@ -52,6 +53,9 @@ def reference_rates(runner, chosen: dict, references: list[dict]) -> dict:
     length, the chosen rate of each ``(encoding, train_length)`` beside the reference's
     own, and the retrained seeds (empty where the reference's own rate won)."""
     rf, lm = runner.config["references"], runner.config["lm"]
+    if 0 not in rf["seeds"]:
+        raise ValueError(f"references.seeds must include seed 0 (the rate check tunes on "
+                         f"it), got {rf['seeds']}")
     max_ext = int(runner.config["tuning_grid"]["max_extensions"])
     out = {"grid": [], "chosen": [], "tuned": [], "tuned_context": []}
     for enc in rf["encodings"]:
@@ -63,24 +67,14 @@ def reference_rates(runner, chosen: dict, references: list[dict]) -> dict:
             cfg = runner.cfg(enc, scale, train_length=n)
             own = next(r for r in references
                        if r["encoding"] == enc and r["train_length"] == n and r["seed"] == 0)
-            lrs = sorted(set(map(float, lm["lrs"])) | {float(own_lr)})
-            runs: dict[float, dict] = {}
-            for round_ in range(1 + max_ext):
-                for lr in lrs:
-                    if lr in runs:
-                        continue
-                    key = own["key"] if lr == own_lr else f"refgrid-{enc}-L{n}-lr{lr:g}"
-                    if key != own["key"]:
-                        runner.lm_train(key, cfg, 0, lr, lm["steps"], batch=batch)
-                    v = _valid(runner, key, cfg, n)
-                    runs[lr] = {"encoding": enc, "train_length": n, "lr": lr, "key": key,
-                                "valid": v["valid"]}
-                best = min(runs.values(), key=lambda g: g["valid"])["lr"]
-                if round_ == max_ext or best not in (lrs[0], lrs[-1]):
-                    break
-                up = best == lrs[-1]
-                nxt = runner._beyond(lrs, best, up)
-                lrs = lrs + [nxt] if up else [nxt] + lrs
+
+            def score(lr, enc=enc, n=n, batch=batch, cfg=cfg, own=own, own_lr=own_lr):
+                key = own["key"] if lr == own_lr else f"refgrid-{enc}-L{n}-lr{lr:g}"
+                if key != own["key"]:
+                    runner.lm_train(key, cfg, 0, lr, lm["steps"], batch=batch)
+                return {"encoding": enc, "train_length": n, "lr": lr, "key": key,
+                        "valid": _valid(runner, key, cfg, n)["valid"]}
+            runs, best = search(lm["lrs"], own_lr, score, max_ext, runner._beyond)
             out["grid"] += sorted(runs.values(), key=lambda g: g["lr"])
             out["chosen"].append({"encoding": enc, "train_length": n, "lr": best,
                                   "own_lr": own_lr, "grid": sorted(runs)})

@@ -757,3 +757,8 @@ def test_the_references_rate_check_extends_its_grid_and_retrains_at_a_better_rat
     assert [g["lr"] for g in out["grid"]] == [1e-3, 1e-2, 1e-1]
     assert out["chosen"][0]["lr"] == 1e-2 and out["tuned"] == []
     assert [c[0] for c in calls] == ["refgrid-rope-L32-lr0.001", "refgrid-rope-L32-lr0.1"]
+    # the check tunes on seed 0: a configuration without it is refused by name
+    Fake.config = {**Fake.config, "references": {**Fake.config["references"],
+                                                 "seeds": [1, 2]}}
+    with pytest.raises(ValueError, match=r"references\.seeds must include seed 0"):
+        RR.reference_rates(Fake(), chosen, [own])
