@@ -79,17 +79,19 @@ def new_params(params: dict, model_digests: dict[str, str], lr: float | None = N
     return p
 
 
-def rekey(units: list[dict]) -> tuple[list[dict], dict[str, str]]:
+def rekey(units: list[dict], others=()) -> tuple[list[dict], dict[str, str]]:
     """The units under the current code (trained models first, then what reads them), and
-    the map from each old digest to its new one."""
+    the map from each old digest to its new one.  A unit may read a model of ``others``
+    (the stored units not re-keyed, such as another stage's): that digest stays."""
     codes: dict[str, str] = {}
     moved: dict[str, str] = {}
+    keep = {u["digest"]: u["digest"] for u in others}
     out = []
     order = sorted(units, key=lambda u: isinstance(u["params"].get("model"), str))
     for u in order:
         stage = stage_of(u["key"])
         code = codes.setdefault(stage, stage_code(stage))
-        params = new_params(u["params"], moved, u.get("lr"))
+        params = new_params(u["params"], {**keep, **moved}, u.get("lr"))
         new = {**u, "params": params, "code": code, "digest": digest(params, code),
                "rekeyed": {"from_code": u["code"], "from_digest": u["digest"]}}
         moved[u["digest"]] = new["digest"]
@@ -161,9 +163,21 @@ def main(argv=None) -> int:
     old = {p: u for p, u in files.items() if u.get("code") == args.old}
     if not old:
         ap.error(f"--from {args.old}: no unit in {args.units} has that code hash")
-    rekeyed, moved = rekey(list(old.values()))
+    # a unit of another stage that reads a model re-keyed here (an evaluation of it) reads
+    # that model's new digest, so it is re-keyed as well
+    grew = True
+    while grew:
+        moving = {u["digest"] for u in old.values()}
+        readers = {p: u for p, u in files.items()
+                   if p not in old and isinstance(u["params"].get("model"), str)
+                   and u["params"]["model"] in moving}
+        old.update(readers)
+        grew = bool(readers)
+    others = [u for p, u in files.items() if p not in old]
+    rekeyed, moved = rekey(list(old.values()), others)
     check = sample(rekeyed)
-    print(f"{len(rekeyed)} units under code {args.old}; checking {len(check)}: "
+    print(f"{len(rekeyed)} units under code {args.old} or reading its models; checking "
+          f"{len(check)}: "
           + ", ".join(check), flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -173,7 +187,10 @@ def main(argv=None) -> int:
             src = args.cache / f"{u['key']}-{u['rekeyed']['from_digest']}.pt"
             if src.exists() and u["key"] not in check:
                 shutil.copy2(src, cache / f"{u['key']}-{u['digest']}.pt")
-        others = [u for p, u in files.items() if p not in old]
+        for u in others:  # the models of other stages the sample reads, as they are
+            src = args.cache / f"{u['key']}-{u['digest']}.pt"
+            if src.exists():
+                (cache / src.name).symlink_to(src.resolve())
         store = CheckStore(tmp / "units", rekeyed, check, others)
         R.torch.set_num_threads(1)
         tasks = tuple(t for t in R.STAGES
