@@ -97,6 +97,7 @@ from experiments.stage_gpu import GpuPlan  # noqa: E402
 from experiments.stage_lm import Runner  # noqa: E402
 from experiments.stage_context import reference_context  # noqa: E402
 from experiments.stage_refrates import reference_rates  # noqa: E402
+from experiments.stage_ablrates import ablation_rates  # noqa: E402
 from experiments.stage_taskrates import task_caps, task_rates, task_warmups  # noqa: E402
 from experiments.stage_tasks import task  # noqa: E402
 
@@ -439,6 +440,9 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
                      lambda: reference_rates(r, chosen, references),
                      {"grid": [], "chosen": [], "tuned": [], "tuned_context": []})
     ablation = r.ablation(chosen)
+    # were the ablation's arms trained at a fair rate? a grid on seed 0 (stage_ablrates)
+    abl_rates = part("ablation_rates", lambda: ablation_rates(r, chosen, ablation),
+                     {"grid": [], "chosen": [], "tuned": []})
     budget = r.budget(chosen)
     ft = {"grid": [], "rates": {}, "runs": [], "probes": []}
     if rope and with_finetune and assemble:
@@ -463,6 +467,7 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
         "references_context": context,
         "references_rates": ref_rates,
         "ablation": ablation,
+        "ablation_rates": abl_rates,
         "budget": budget,
         "finetune": ft["runs"],
         "finetune_grid": ft["grid"],

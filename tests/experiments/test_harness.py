@@ -371,7 +371,7 @@ def test_quick_run_end_to_end(tmp_path):
         assert unit["commit"] == prov["commit"]
     assert prov["stage_code"] == {s: stage_code(s) for s in
                                   ("lm", "finetune", "tasks", "taskrates", "context", "refrates",
-                                   "gpu")}
+                                   "ablrates", "gpu")}
     # every reference read again at each length up to its own (stage_context), from one
     # load of its weights: trained in this run, so at its own length it gives exactly the
     # reference's own evaluation
@@ -408,6 +408,26 @@ def test_quick_run_end_to_end(tmp_path):
     n_tuned = sum(c["lr"] != c["own_lr"] for c in rr["chosen"])
     assert len(rr["tuned"]) == n_tuned * len(r["config"]["references"]["seeds"])
     assert len(rr["tuned_context"]) == len(rr["tuned"])
+    # the ablation's rate check (stage_ablrates): on seed 0, every rate of the language
+    # models' grid for each arm but the protocol's own model, scored by the validation loss
+    # the arm's training stored; the arm's own rate is its stored unit
+    ar, ab = r["ablation_rates"], r["config"]["ablation"]
+    head = r["config"]["model"]["d_model"] // r["config"]["model"]["n_heads"]
+    assert {(c["rope_base"], c["head_dim"]) for c in ar["chosen"]} == {
+        (float(b), h) for b in ab["bases"] for h in ab["head_dims"]} - {(1e4, head)}
+    for c in ar["chosen"]:
+        pts = [g for g in ar["grid"]
+               if (g["rope_base"], g["head_dim"]) == (c["rope_base"], c["head_dim"])]
+        assert [g["lr"] for g in pts] == c["grid"] and set(lm_lrs) <= set(c["grid"])
+        assert c["lr"] == min(pts, key=lambda g: g["valid"])["lr"]
+        own = next(g for g in pts if g["lr"] == c["own_lr"])
+        assert own["key"] == f"abl-rope-b{c['rope_base']:g}-h{c['head_dim']}-s0"
+        arm = next(x for x in r["ablation"] if x["key"] == own["key"])
+        assert own["valid"] == arm["valid"]
+        assert all(g["key"].startswith("ablgrid-") for g in pts if g is not own)
+    n_tuned = sum(c["lr"] != c["own_lr"] for c in ar["chosen"])
+    assert len(ar["tuned"]) == n_tuned * len(ab["seeds"])
+    assert all(str(r["config"]["lm"]["train_length"]) in t["test"] for t in ar["tuned"])
     ft = r["config"]["finetune"]
     assert {(x["arm"], x["seed"]) for x in r["finetune"]} == {
         (a, s) for a in ft["arms"] for s in seeds}

@@ -97,7 +97,11 @@ def test_each_stage_is_keyed_on_its_own_import_closure(tmp_path):
     write("experiments/stage_finetune.py", "import posenc.analysis.experiments.b\n")
     write("experiments/stage_gpu.py", "from experiments.stage_lm import x\n")
     write("experiments/stage_context.py", "from posenc.analysis.experiments import b\n")
-    write("experiments/stage_refrates.py", "from experiments.stage_context import w\n")
+    write("experiments/stage_refrates.py",
+          "from experiments.stage_context import w\nfrom experiments.rategrid import s\n")
+    write("experiments/rategrid.py", "s = 1\n")
+    write("experiments/stage_ablrates.py",
+          "from experiments.rategrid import s\nfrom experiments.stage_lm import x\n")
     write("posenc/analysis/experiments/a.py", "from .b import y\nfrom . import report\n")
     write("posenc/analysis/experiments/b.py", "y = 1\n")
     write("posenc/analysis/experiments/t.py", "from ...torch import z\n")
@@ -115,15 +119,19 @@ def test_each_stage_is_keyed_on_its_own_import_closure(tmp_path):
     assert names["finetune"] == ["experiments/stage_finetune.py", pkg + "b.py"]
     assert names["context"] == ["experiments/stage_context.py", pkg + "b.py"]
     # the references' rate check reads them as stage_context does, so its key covers that
-    assert names["refrates"] == ["experiments/stage_context.py",
+    assert names["refrates"] == ["experiments/rategrid.py", "experiments/stage_context.py",
                                  "experiments/stage_refrates.py", pkg + "b.py"]
+    # the ablation's rate check trains through the language models' stage, so its key
+    # covers that stage's code, and the grid search it shares with the references' check
+    assert names["ablrates"] == ["experiments/rategrid.py", "experiments/stage_ablrates.py",
+                                 "experiments/stage_lm.py", pkg + "a.py", pkg + "b.py"]
     assert names["gpu"] == ["experiments/stage_gpu.py", "experiments/stage_lm.py",
                             pkg + "a.py", pkg + "b.py"]
     before = {s: U.stage_code(s, tmp_path) for s in U.STAGES}
     write("posenc/analysis/experiments/b.py", "y = 2\n")
     after = {s: U.stage_code(s, tmp_path) for s in U.STAGES}
     assert [s for s in U.STAGES if before[s] != after[s]] == ["lm", "finetune", "context",
-                                                              "refrates", "gpu"]
+                                                              "refrates", "ablrates", "gpu"]
     # presentation and bookkeeping modules key nothing
     write("posenc/analysis/experiments/report.py", "r = 2\n")
     write("posenc/analysis/experiments/units.py", "u = 2\n")
@@ -148,6 +156,10 @@ def test_each_stage_is_keyed_on_its_own_import_closure(tmp_path):
     # and the rate check of the references left both valid
     assert "experiments/stage_refrates.py" not in real["lm"] | real["context"]
     assert real["context"] < real["refrates"]
+    # and the ablation's rate check every other stage's units
+    assert not any("experiments/stage_ablrates.py" in real[s] for s in U.STAGES
+                   if s != "ablrates")
+    assert real["lm"] < real["ablrates"]
 
 
 def _age(units_dir: Path, cache: Path, old: str, seeds) -> dict:
@@ -762,3 +774,58 @@ def test_the_references_rate_check_extends_its_grid_and_retrains_at_a_better_rat
                                                  "seeds": [1, 2]}}
     with pytest.raises(ValueError, match=r"references\.seeds must include seed 0"):
         RR.reference_rates(Fake(), chosen, [own])
+
+
+def test_the_ablation_rate_check_extends_its_grid_and_retrains_at_a_better_rate(
+        monkeypatch):
+    """stage_ablrates' rule with the training stubbed: every arm but the protocol's own
+    model gets a grid on seed 0 (its own rate read from its stored unit, the score its
+    validation loss); an arm whose optimum lies below the grid extends it downwards at most
+    max_extensions times and retrains every seed at the rate chosen; an arm whose own rate
+    wins retrains nothing; a configuration without seed 0 is refused by name."""
+    sys.path.insert(0, str(ROOT))
+    from experiments import stage_ablrates as AR
+    from experiments.stage_lm import Runner
+
+    calls = []
+    best_of = {500.0: 1e-6, 1e6: 1e-2}  # each arm's optimum rate
+
+    def loss(base, lr):
+        return (math.log10(lr) - math.log10(best_of[base])) ** 2
+
+    class Fake:
+        _beyond = staticmethod(Runner._beyond)
+        config = {"lm": {"lrs": [1e-3, 1e-2], "batch": 8, "steps": 5},
+                  "model": {"d_model": 32, "n_heads": 2},
+                  "ablation": {"bases": [500.0, 1e4, 1e6], "head_dims": [16],
+                               "seeds": [0, 1, 2]},
+                  "tuning_grid": {"max_extensions": 2}}
+
+        def cfg(self, enc, scale, rope_base, n_heads):
+            return (enc, scale, rope_base, n_heads)
+
+        def lm_train(self, key, cfg, seed, lr, steps, batch=None):
+            calls.append((key, seed, lr))
+            return {"key": key, "rope_base": cfg[2], "head_dim": 32 // cfg[3], "seed": seed,
+                    "lr": lr, "valid": loss(cfg[2], lr)}
+
+        def lm_test(self, run, cfg):
+            return {**run, "test": {}}
+
+    chosen = {"rope": {"lr": 1e-2, "embed_scale": 1.0}}
+    own = [{"key": f"abl-rope-b{b:g}-h16-s0", "rope_base": b, "head_dim": 16, "seed": 0,
+            "lr": 1e-2, "valid": loss(b, 1e-2)} for b in (500.0, 1e6)]
+    out = AR.ablation_rates(Fake(), chosen, own)
+    # the protocol's own model (base 10^4 at head width 16) is not an arm of the check
+    assert [(c["rope_base"], c["lr"], c["grid"]) for c in out["chosen"]] == [
+        (500.0, 1e-5, [1e-5, 1e-4, 1e-3, 1e-2]), (1e6, 1e-2, [1e-3, 1e-2, 1e-1])]
+    assert [g["key"] for g in out["grid"] if g["lr"] == 1e-2] == [o["key"] for o in own]
+    assert not {o["key"] for o in own} & {c[0] for c in calls}
+    # every seed of the arm that moved, seed 0 being its grid unit; none of the other
+    assert [t["key"] for t in out["tuned"]] == [
+        "ablgrid-rope-b500-h16-lr1e-05", "abltuned-rope-b500-h16-lr1e-05-s1",
+        "abltuned-rope-b500-h16-lr1e-05-s2"]
+    assert all(t["lr"] == 1e-5 and "test" in t for t in out["tuned"])
+    Fake.config = {**Fake.config, "ablation": {**Fake.config["ablation"], "seeds": [1, 2]}}
+    with pytest.raises(ValueError, match=r"ablation\.seeds must include seed 0"):
+        AR.ablation_rates(Fake(), chosen, own)

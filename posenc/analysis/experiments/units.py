@@ -51,7 +51,8 @@ INFRA = frozenset({"units.py", "__init__.py"})
 STAGES = {"lm": "experiments/stage_lm.py", "finetune": "experiments/stage_finetune.py",
           "tasks": "experiments/stage_tasks.py", "taskrates": "experiments/stage_taskrates.py",
           "context": "experiments/stage_context.py",
-          "refrates": "experiments/stage_refrates.py", "gpu": "experiments/stage_gpu.py"}
+          "refrates": "experiments/stage_refrates.py",
+          "ablrates": "experiments/stage_ablrates.py", "gpu": "experiments/stage_gpu.py"}
 
 #: the stage of each unit kind (the key's first dash-separated word)
 UNIT_STAGE = {"lmgrid": "lm", "lm": "lm", "lmedge": "lm", "test": "lm", "budget": "lm",
@@ -60,7 +61,8 @@ UNIT_STAGE = {"lmgrid": "lm", "lm": "lm", "lmedge": "lm", "test": "lm", "budget"
               "copy": "tasks", "copygrid": "tasks",
               "passkey": "tasks", "passkeygrid": "tasks",
               "copyrate": "taskrates", "passkeyrate": "taskrates", "refctx": "context",
-              "refgrid": "refrates", "reftuned": "refrates", "refvalid": "refrates"}
+              "refgrid": "refrates", "reftuned": "refrates", "refvalid": "refrates",
+              "ablgrid": "ablrates", "abltuned": "ablrates"}
 
 
 def stage_of(key: str) -> str:
