@@ -163,10 +163,57 @@ def reference_rate_check(results) -> list[dict]:
 
 
 def ablation_values(results, base: float, head_dim: int, n: int,
-                    metric: str = "target") -> list:
+                    metric: str = "target", *, rate: str = "chosen") -> list:
     """Per-seed loss of RoPE with ``base`` and head width ``head_dim`` (the protocol's own
-    base and head width are the main runs, over the ablation's seeds)."""
-    return _series_values(results, ("abl", base, head_dim), n, metric)
+    base and head width are the main runs, over the ablation's seeds): at the rate the
+    arm's check chose (``rate="chosen"``, what the claims read), or at the first rate, the
+    one tuned for the protocol's own RoPE (``rate="first"``; the same runs where the check
+    kept it)."""
+    if rate == "chosen":
+        return _series_values(results, ("abl", base, head_dim), n, metric)
+    if rate != "first":
+        raise ValueError(f"rate must be 'chosen' or 'first', got {rate!r}")
+    if _is_main(results, ("abl", base, head_dim)):
+        return _series_values(results, ("abl", base, head_dim), n, metric)
+    rows = [r for r in results["ablation"]
+            if (r["rope_base"], r["head_dim"]) == (float(base), head_dim)]
+    if not rows:
+        raise ValueError(f"base and head_dim must name an ablation arm, got "
+                         f"{(base, head_dim)!r}")
+    return list(_by_seed(rows, metric, n).values())
+
+
+def ablation_rate_check(results) -> list[dict]:
+    """The ablation's rate check (``experiments/stage_ablrates.py``), one dict per arm other
+    than the protocol's own model: ``rope_base``, ``head_dim``, ``own_lr`` (the rate the
+    arm trained at, tuned for the protocol's own RoPE), ``lr`` (the grid's best on seed 0,
+    by validation loss at the training length) and ``valid`` (that loss by rate), in the
+    file's order.  A file without the check is a ValueError.
+
+    >>> r = {**dict.fromkeys(SECTIONS, []), "schema": 3, "ablation_rates": {"chosen": [
+    ...      {"rope_base": 500.0, "head_dim": 16, "lr": 0.01, "own_lr": 0.01,
+    ...       "grid": [0.003, 0.01]}],
+    ...      "grid": [{"rope_base": 500.0, "head_dim": 16, "lr": 0.003, "valid": 1.9},
+    ...               {"rope_base": 500.0, "head_dim": 16, "lr": 0.01, "valid": 1.7}]}}
+    >>> ablation_rate_check(r)[0]["valid"]
+    {0.003: 1.9, 0.01: 1.7}
+    >>> ablation_rate_check({**r, "ablation_rates": {}})
+    Traceback (most recent call last):
+    ValueError: results must hold the ablation's rate check (ablation_rates, experiments/stage_ablrates.py)
+    """
+    check(results)
+    ar = results.get("ablation_rates")
+    if not ar or not ar.get("chosen"):
+        raise ValueError("results must hold the ablation's rate check "
+                         "(ablation_rates, experiments/stage_ablrates.py)")
+    out = []
+    for c in ar["chosen"]:
+        arm = (c["rope_base"], c["head_dim"])
+        valid = {g["lr"]: g["valid"] for g in ar["grid"]
+                 if (g["rope_base"], g["head_dim"]) == arm}
+        out.append({"rope_base": c["rope_base"], "head_dim": c["head_dim"],
+                    "own_lr": c["own_lr"], "lr": c["lr"], "valid": valid})
+    return out
 
 
 def budget_values(results, encoding: str, steps: int, n: int,
@@ -415,7 +462,7 @@ def _series_rows(results, spec) -> list[dict]:
             (lambda r: (r["encoding"], r["train_length"])), (spec[1], spec[2])
         what = "encoding and train_length must name a reference model"
     elif kind == "abl":
-        section, pick, want = results["ablation"], \
+        section, pick, want = _ablation(results), \
             (lambda r: (r["rope_base"], r["head_dim"])), (float(spec[1]), spec[2])
         what = "base and head_dim must name an ablation arm"
     elif kind == "budget":
@@ -445,6 +492,16 @@ def _references(results, kind: str) -> list[dict]:
     tuned = rr.get("tuned" if kind == "ref" else "tuned_context") or []
     retrained = {(r["encoding"], r["train_length"]) for r in tuned}
     return [r for r in section if (r["encoding"], r["train_length"]) not in retrained] + tuned
+
+
+def _ablation(results) -> list[dict]:
+    """The ablation's runs, each arm at the rate its check chose: where the rate check
+    (``experiments/stage_ablrates.py``) retrained an arm at a better rate, those seeds
+    replace the ones trained at the rate tuned for the protocol's own RoPE."""
+    tuned = (results.get("ablation_rates") or {}).get("tuned") or []
+    retrained = {(r["rope_base"], r["head_dim"]) for r in tuned}
+    return [r for r in results["ablation"]
+            if (r["rope_base"], r["head_dim"]) not in retrained] + tuned
 
 
 def _series_values(results, spec, n: int, metric: str) -> list:
