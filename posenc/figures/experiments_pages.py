@@ -27,6 +27,7 @@ __all__ = [
     "experiment_scaling_figure",
     "experiment_context_table",
     "experiment_reference_rates_table",
+    "experiment_ablation_rates_table",
     "experiment_ablation_figure",
     "experiment_claims_table",
     "experiment_task_table",
@@ -512,6 +513,24 @@ def experiment_reference_rates_table(results):
     for c in checks:
         row = [label("exp_trained_at_row").format(enc=label(f"exp_{c['encoding']}"),
                                                   n=c["train_length"])]
+        for lr in rates:
+            v = c["valid"].get(lr)
+            row.append("–" if v is None else f"{v:.3f}" + (" ✓" if lr == c["lr"] else ""))
+        rows.append(row)
+    return BookTable(header, rows, stack=True)
+
+
+def experiment_ablation_rates_table(results):
+    """The ablation's rate check: for each arm other than the protocol's own RoPE, the
+    validation loss at the training length (seed 0) at every rate tried, the best marked
+    ✓; "–" where a rate was not tried."""
+    _check(results)
+    checks = R.ablation_rate_check(results)
+    rates = sorted({lr for c in checks for lr in c["valid"]})
+    header = [label("exp_model")] + [f"{label('exp_lr')} {lr:g}" for lr in rates]
+    rows = []
+    for c in checks:
+        row = [label("exp_abl_row").format(b=_base_text(c["rope_base"]), h=c["head_dim"])]
         for lr in rates:
             v = c["valid"].get(lr)
             row.append("–" if v is None else f"{v:.3f}" + (" ✓" if lr == c["lr"] else ""))

@@ -571,6 +571,8 @@ def test_chapter_figures_render_the_quick_results(tmp_path, recwarn):
             assert str(pf.experiment_context_table(r)).count(" ± ") > 0
             assert str(pf.experiment_reference_rates_table(r)).count("✓") == len(
                 r["references_rates"]["chosen"])
+            assert str(pf.experiment_ablation_rates_table(r)).count("✓") == len(
+                r["ablation_rates"]["chosen"])
             for task in ("copy", "passkey"):
                 table = pf.experiment_task_table(r, task)
                 assert len(table.rows) == len(ENCODINGS)

@@ -107,7 +107,8 @@ def write_markdown(results: dict) -> str:
         ch = lm["chosen"][enc]
         lines.append(f"| {enc} | {ch['lr']:g} | {ch['embed_scale']:g} | " + " | ".join(cells)
                      + " |")
-    lines += _context_lines(results) + _task_lines(results) + _claim_lines(results)
+    lines += (_context_lines(results) + _ablation_rate_lines(results)
+              + _task_lines(results) + _claim_lines(results))
     return "\n".join(lines) + "\n"
 
 
@@ -147,6 +148,27 @@ def _context_lines(results: dict) -> list[str]:
             cells = ["n/a" if lr not in c["valid"] else
                      f"{c['valid'][lr]:.4f}" + ("*" if lr == c["lr"] else "") for lr in rates]
             lines.append(f"| {c['encoding']} trained at {c['train_length']} | "
+                         f"{c['own_lr']:g} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _ablation_rate_lines(results: dict) -> list[str]:
+    """The RoPE ablation's rate check, where the file has it."""
+    from . import report
+
+    lines: list[str] = []
+    if (results.get("ablation_rates") or {}).get("chosen"):
+        checks = report.ablation_rate_check(results)
+        rates = sorted({lr for c in checks for lr in c["valid"]})
+        lines += ["", "## The RoPE ablation's rate check (seed 0, validation loss at the "
+                  "training length; * the best; where it is not the rate the arm trained "
+                  "at, every seed was retrained at it and the tables and claims read those)",
+                  "", "| arm | trained at rate | " + " | ".join(f"{lr:g}" for lr in rates)
+                  + " |", "|---|---:|" + "---:|" * len(rates)]
+        for c in checks:
+            cells = ["n/a" if lr not in c["valid"] else
+                     f"{c['valid'][lr]:.4f}" + ("*" if lr == c["lr"] else "") for lr in rates]
+            lines.append(f"| base {c['rope_base']:g}, head width {c['head_dim']} | "
                          f"{c['own_lr']:g} | " + " | ".join(cells) + " |")
     return lines
 
