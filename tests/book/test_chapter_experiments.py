@@ -93,7 +93,7 @@ def test_results_are_what_the_committed_units_assemble_to(results, tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     again = json.loads((tmp_path / "results.json").read_text())
-    for key in (*R.SECTIONS, "references_rates"):
+    for key in (*R.SECTIONS, "references_rates", "ablation_rates"):
         if key != "provenance":
             assert again[key] == results[key], key
     assert again["config"] == results["config"]
@@ -605,6 +605,35 @@ def test_statements_beside_the_claims(results, lengths, claims):
     h64 = [mean(R.ablation_values(results, b, 64, 2 * L)) for b in ab["bases"]]
     assert h16 == sorted(h16) and max(h64) - min(h64) < max(h16) - min(h16)
     assert min(h16) > mean(lm(results, "nope", 2 * L))
+    # the ablation's rate check: the first rate is the best for every arm but base 10^6 at
+    # head width 64, which a higher rate trains better on seed 0 by less than the seeds'
+    # spread; its retrained seeds, the ones the page reads, are worse at L in most seeds
+    # and the mean, yet move at 2L by more than the three bases differ at the first rate
+    checks = R.ablation_rate_check(results)
+    assert len(checks) == 5
+    assert {(c["rope_base"], c["head_dim"]) for c in checks
+            if c["lr"] != c["own_lr"]} == {(1e6, 64)}
+    for c in checks:
+        assert len(c["valid"]) >= 3 and c["lr"] == min(c["valid"], key=c["valid"].get)
+        assert min(c["valid"]) < c["lr"] < max(c["valid"])  # the optimum inside its grid
+    c = next(c for c in checks if c["lr"] != c["own_lr"])
+    assert c["lr"] > c["own_lr"]
+    now, first = (R.ablation_values(results, 1e6, 64, L, rate=r) for r in ("chosen", "first"))
+    margin = c["valid"][c["own_lr"]] - c["valid"][c["lr"]]
+    assert 0 < margin < R.summarise(first)["sd"]
+    assert sum(a > b for a, b in zip(now, first)) >= 3 and mean(now) > mean(first)
+    shift = (mean(R.ablation_values(results, 1e6, 64, 2 * L))
+             - mean(R.ablation_values(results, 1e6, 64, 2 * L, rate="first")))
+    first_2L = [mean(R.ablation_values(results, b, 64, 2 * L, rate="first"))
+                for b in ab["bases"]]
+    assert abs(shift) > max(first_2L) - min(first_2L)
+    tuned_keys = {r["key"] for r in results["ablation_rates"]["tuned"]}
+    assert {r["key"] for r in R._series_rows(results, ("abl", 1e6, 64))} == tuned_keys
+    assert len(tuned_keys) == len(ab["seeds"])
+    # at head width 64 no difference between bases separates at 2L, at either rate
+    for b in (500.0, 1e6):
+        d = R.difference(results, ("abl", b, 64), ("abl", 1e4, 64), 2 * L, n_boot=500)
+        assert d["lo"] < 0 < d["hi"], b
     # the budget: what holds at every budget, and what does not
     steps = R.budget_steps(results)
     for st in steps:
@@ -686,6 +715,16 @@ def test_accessors_reject_bad_input(results):
         R.reference_values(results, "t5", 512, 512, rate="first")
     with pytest.raises(ValueError, match="rate must be 'chosen' or 'first', got 'best'"):
         R.reference_values(results, "rope", 512, 512, rate="best")
+    with pytest.raises(ValueError, match="rate must be 'chosen' or 'first', got 'best'"):
+        R.ablation_values(results, 500.0, 16, 128, rate="best")
+    with pytest.raises(ValueError, match=r"base and head_dim must name an ablation arm, "
+                       r"got \(123\.0, 16\)"):
+        R.ablation_values(results, 123.0, 16, 128, rate="first")
+    # the protocol's own model stands in for its arm at either rate
+    assert (R.ablation_values(results, 1e4, 16, 128, rate="first")
+            == R.ablation_values(results, 1e4, 16, 128))
+    with pytest.raises(ValueError, match=r"results must hold the ablation's rate check"):
+        R.ablation_rate_check({**results, "ablation_rates": {"grid": [], "chosen": []}})
     with pytest.raises(ValueError, match=r"n must be a length the reference was read at, "
                        r"\[128, 256, 512\], got 1024"):
         R.reference_context_values(results, "rope", 512, 1024)
@@ -701,7 +740,8 @@ def test_every_figure_and_table_renders(results, recwarn):
                    pf.experiment_finetune_figure, pf.experiment_curves_figure):
             plt.close(fn(results))
         for fn in (pf.experiment_table, pf.experiment_tuning_table,
-                   pf.experiment_context_table, pf.experiment_reference_rates_table):
+                   pf.experiment_context_table, pf.experiment_reference_rates_table,
+                   pf.experiment_ablation_rates_table):
             assert fn(results).rows
         for task in ("copy", "passkey"):
             assert pf.experiment_task_table(results, task).rows
