@@ -98,6 +98,7 @@ from experiments.stage_lm import Runner  # noqa: E402
 from experiments.stage_context import reference_context  # noqa: E402
 from experiments.stage_refrates import reference_rates  # noqa: E402
 from experiments.stage_ablrates import ablation_rates  # noqa: E402
+from experiments.stage_lmrates import rivals  # noqa: E402
 from experiments.stage_taskrates import task_caps, task_rates, task_warmups  # noqa: E402
 from experiments.stage_tasks import task  # noqa: E402
 
@@ -428,6 +429,8 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
             return default
     lm = r.lm()
     chosen = lm["chosen"]
+    # does seed 0's choice hold on the other seeds? its close rivals on every seed
+    lm_rivals = part("lm_rivals", lambda: rivals(r, lm), {"rivals": [], "runs": []})
     rope = "rope" in chosen
     # in this order: the fine-tuning stage probes the references, so they come first
     scaling = r.scaling(chosen) if rope else []
@@ -461,6 +464,7 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
                    # the test file of each chunk: a bootstrap over the text resamples files
                    "files_of_chunks": [int(f) for f in r.chunks.files]},
         "lm": lm,
+        "lm_rivals": lm_rivals,
         "scaling": scaling,
         "scaling_matched": matched,
         "references": references,

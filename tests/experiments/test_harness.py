@@ -371,7 +371,7 @@ def test_quick_run_end_to_end(tmp_path):
         assert unit["commit"] == prov["commit"]
     assert prov["stage_code"] == {s: stage_code(s) for s in
                                   ("lm", "finetune", "tasks", "taskrates", "context", "refrates",
-                                   "ablrates", "gpu")}
+                                   "ablrates", "lmrates", "gpu")}
     # every reference read again at each length up to its own (stage_context), from one
     # load of its weights: trained in this run, so at its own length it gives exactly the
     # reference's own evaluation
@@ -428,6 +428,22 @@ def test_quick_run_end_to_end(tmp_path):
     n_tuned = sum(c["lr"] != c["own_lr"] for c in ar["chosen"])
     assert len(ar["tuned"]) == n_tuned * len(ab["seeds"])
     assert all(str(r["config"]["lm"]["train_length"]) in t["test"] for t in ar["tuned"])
+    # the rivals of seed 0's choice (stage_lmrates): every grid point within one seed
+    # standard deviation of the chosen one on seed 0, trained and tested on every seed
+    lv = r["lm_rivals"]
+    for rv in lv["rivals"]:
+        assert 0 <= rv["gap"] <= rv["spread"]
+        got = [x for x in lv["runs"] if (x["encoding"], x["lr"], x["embed_scale"])
+               == (rv["encoding"], rv["lr"], rv["embed_scale"])]
+        assert sorted(x["seed"] for x in got) == seeds and all(x["test"] for x in got)
+    for enc, pick in r["lm"]["chosen"].items():
+        grid = {(g["lr"], g["embed_scale"]): g["valid"] for g in r["lm"]["grid"]
+                if g["encoding"] == enc}
+        own = [x["valid"] for x in r["lm"]["runs"] if x["encoding"] == enc]
+        near = {k for k, v in grid.items()
+                if v - grid[(pick["lr"], pick["embed_scale"])] <= np.std(own, ddof=1)}
+        assert near - {(pick["lr"], pick["embed_scale"])} == {
+            (rv["lr"], rv["embed_scale"]) for rv in lv["rivals"] if rv["encoding"] == enc}
     ft = r["config"]["finetune"]
     assert {(x["arm"], x["seed"]) for x in r["finetune"]} == {
         (a, s) for a in ft["arms"] for s in seeds}

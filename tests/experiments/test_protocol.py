@@ -100,6 +100,7 @@ def test_each_stage_is_keyed_on_its_own_import_closure(tmp_path):
     write("experiments/stage_refrates.py",
           "from experiments.stage_context import w\nfrom experiments.rategrid import s\n")
     write("experiments/rategrid.py", "s = 1\n")
+    write("experiments/stage_lmrates.py", "from experiments.stage_lm import x\n")
     write("experiments/stage_ablrates.py",
           "from experiments.rategrid import s\nfrom experiments.stage_lm import x\n")
     write("posenc/analysis/experiments/a.py", "from .b import y\nfrom . import report\n")
@@ -130,8 +131,8 @@ def test_each_stage_is_keyed_on_its_own_import_closure(tmp_path):
     before = {s: U.stage_code(s, tmp_path) for s in U.STAGES}
     write("posenc/analysis/experiments/b.py", "y = 2\n")
     after = {s: U.stage_code(s, tmp_path) for s in U.STAGES}
-    assert [s for s in U.STAGES if before[s] != after[s]] == ["lm", "finetune", "context",
-                                                              "refrates", "ablrates", "gpu"]
+    assert [s for s in U.STAGES if before[s] != after[s]] == [
+        "lm", "finetune", "context", "refrates", "ablrates", "lmrates", "gpu"]
     # presentation and bookkeeping modules key nothing
     write("posenc/analysis/experiments/report.py", "r = 2\n")
     write("posenc/analysis/experiments/units.py", "u = 2\n")
@@ -160,6 +161,10 @@ def test_each_stage_is_keyed_on_its_own_import_closure(tmp_path):
     assert not any("experiments/stage_ablrates.py" in real[s] for s in U.STAGES
                    if s != "ablrates")
     assert real["lm"] < real["ablrates"]
+    # and the check of seed 0's choice (its rivals on every seed) every other stage's units
+    assert not any("experiments/stage_lmrates.py" in real[s] for s in U.STAGES
+                   if s != "lmrates")
+    assert real["lm"] < real["lmrates"]
 
 
 def _age(units_dir: Path, cache: Path, old: str, seeds) -> dict:
@@ -829,3 +834,49 @@ def test_the_ablation_rate_check_extends_its_grid_and_retrains_at_a_better_rate(
     Fake.config = {**Fake.config, "ablation": {**Fake.config["ablation"], "seeds": [1, 2]}}
     with pytest.raises(ValueError, match=r"ablation\.seeds must include seed 0"):
         AR.ablation_rates(Fake(), chosen, own)
+
+
+def test_the_rivals_of_seed_0s_choice_are_trained_on_every_seed():
+    """stage_lmrates' rule with the training stubbed: a grid point within one seed standard
+    deviation (of the chosen setting's validation loss over the seeds) of the chosen one on
+    seed 0 is a rival, trained on every seed (seed 0 its grid unit) and tested; a point
+    further off is not; a configuration without seed 0 is refused by name."""
+    sys.path.insert(0, str(ROOT))
+    from experiments import stage_lmrates as LR
+
+    calls = []
+
+    class Fake:
+        config = {"seeds": [0, 1, 2], "lm": {"steps": 5}}
+
+        def cfg(self, enc, scale):
+            return (enc, scale)
+
+        def lm_train(self, key, cfg, seed, lr, steps, batch=None):
+            calls.append(key)
+            return {"key": key, "encoding": cfg[0], "seed": seed, "lr": lr,
+                    "embed_scale": cfg[1]}
+
+        def lm_test(self, run, cfg):
+            return {**run, "test": {}}
+
+    def point(lr, sc, valid):
+        return {"key": f"lmgrid-rope-lr{lr:g}-x{sc:g}", "encoding": "rope", "lr": lr,
+                "embed_scale": sc, "valid": valid}
+    # seeds' validation at the chosen setting: 1.60, 1.62, 1.64 (sd 0.02)
+    lm = {"chosen": {"rope": {"lr": 0.01, "embed_scale": 1.0}},
+          "grid": [point(0.01, 1.0, 1.60), point(0.01, 8.0, 1.615), point(0.03, 1.0, 1.63),
+                   point(0.003, 1.0, 1.619)],
+          "runs": [{"encoding": "rope", "seed": s, "valid": v}
+                   for s, v in ((0, 1.60), (1, 1.62), (2, 1.64))]}
+    out = LR.rivals(Fake(), lm)
+    assert [(r["lr"], r["embed_scale"]) for r in out["rivals"]] == [(0.003, 1.0), (0.01, 8.0)]
+    assert all(math.isclose(r["spread"], 0.02) for r in out["rivals"])
+    assert math.isclose(out["rivals"][1]["gap"], 0.015)
+    assert [r["key"] for r in out["runs"]] == [
+        "lmgrid-rope-lr0.003-x1", "lmrival-rope-lr0.003-x1-s1", "lmrival-rope-lr0.003-x1-s2",
+        "lmgrid-rope-lr0.01-x8", "lmrival-rope-lr0.01-x8-s1", "lmrival-rope-lr0.01-x8-s2"]
+    assert all("test" in r for r in out["runs"])
+    Fake.config = {"seeds": [1, 2], "lm": {"steps": 5}}
+    with pytest.raises(ValueError, match=r"seeds must include seed 0"):
+        LR.rivals(Fake(), lm)

@@ -52,7 +52,8 @@ STAGES = {"lm": "experiments/stage_lm.py", "finetune": "experiments/stage_finetu
           "tasks": "experiments/stage_tasks.py", "taskrates": "experiments/stage_taskrates.py",
           "context": "experiments/stage_context.py",
           "refrates": "experiments/stage_refrates.py",
-          "ablrates": "experiments/stage_ablrates.py", "gpu": "experiments/stage_gpu.py"}
+          "ablrates": "experiments/stage_ablrates.py",
+          "lmrates": "experiments/stage_lmrates.py", "gpu": "experiments/stage_gpu.py"}
 
 #: the stage of each unit kind (the key's first dash-separated word)
 UNIT_STAGE = {"lmgrid": "lm", "lm": "lm", "lmedge": "lm", "test": "lm", "budget": "lm",
@@ -62,7 +63,7 @@ UNIT_STAGE = {"lmgrid": "lm", "lm": "lm", "lmedge": "lm", "test": "lm", "budget"
               "passkey": "tasks", "passkeygrid": "tasks",
               "copyrate": "taskrates", "passkeyrate": "taskrates", "refctx": "context",
               "refgrid": "refrates", "reftuned": "refrates", "refvalid": "refrates",
-              "ablgrid": "ablrates", "abltuned": "ablrates"}
+              "ablgrid": "ablrates", "abltuned": "ablrates", "lmrival": "lmrates"}
 
 
 def stage_of(key: str) -> str:
