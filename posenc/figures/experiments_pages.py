@@ -28,6 +28,7 @@ __all__ = [
     "experiment_context_table",
     "experiment_reference_rates_table",
     "experiment_ablation_rates_table",
+    "experiment_rivals_table",
     "experiment_ablation_figure",
     "experiment_claims_table",
     "experiment_task_table",
@@ -118,6 +119,14 @@ add_labels({
     "exp_n_col": {"en": "n = {n}", "zh": "n = {n}"},
     "exp_depth_col": {"en": "depth {d}", "zh": "深度 {d}"},
     "exp_verdict_not": {"en": "not separated after the correction", "zh": "校正后不显著"},
+    "exp_setting": {"en": "rate {lr:g}, scale {sc:g}", "zh": "学习率 {lr:g}，缩放 {sc:g}"},
+    "exp_rival_col": {"en": "rival setting", "zh": "对手设置"},
+    "exp_chosen_col": {"en": "chosen setting", "zh": "选定设置"},
+    "exp_gap0_col": {"en": "seed 0: rival − chosen", "zh": "种子 0：对手 − 选定"},
+    "exp_gap_all_col": {"en": "{k} seeds: rival − chosen (95 %)",
+                        "zh": "{k} 个种子：对手 − 选定（95 %）"},
+    "exp_gap_test_col": {"en": "test at {n}: rival − chosen (95 %)",
+                         "zh": "长度 {n} 的测试：对手 − 选定（95 %）"},
 })
 
 
@@ -535,6 +544,31 @@ def experiment_ablation_rates_table(results):
             v = c["valid"].get(lr)
             row.append("–" if v is None else f"{v:.3f}" + (" ✓" if lr == c["lr"] else ""))
         rows.append(row)
+    return BookTable(header, rows, stack=True)
+
+
+def experiment_rivals_table(results):
+    """The check of seed 0's choice: for each rival (a grid point within one seed standard
+    deviation of the chosen setting on seed 0), its setting beside the chosen one, its
+    seed-0 gap in validation loss, and the rival minus the chosen setting over every seed:
+    on the validation text and on the test chunks at the training length (mean, 95 % t
+    interval)."""
+    _check(results)
+    checks = R.lm_rival_check(results)
+    L = results["config"]["lm"]["train_length"]
+    k = max((len(c["seeds"]) for c in checks), default=0)
+    header = [label("exp_model"), label("exp_chosen_col"), label("exp_rival_col"),
+              label("exp_gap0_col"), label("exp_gap_all_col").format(k=k),
+              label("exp_gap_test_col").format(n=L)]
+    rows = []
+    for c in checks:
+        rows.append([label(f"exp_{c['encoding']}"),
+                     label("exp_setting").format(lr=c["chosen"]["lr"],
+                                                 sc=c["chosen"]["embed_scale"]),
+                     label("exp_setting").format(lr=c["lr"], sc=c["embed_scale"]),
+                     f"{c['gap']:+.3f}",
+                     *(f"{d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]"
+                       for d in (c["valid"], c["test"][L]))])
     return BookTable(header, rows, stack=True)
 
 

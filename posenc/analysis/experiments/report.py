@@ -162,6 +162,38 @@ def reference_rate_check(results) -> list[dict]:
     return out
 
 
+def lm_rival_check(results) -> list[dict]:
+    """The check of seed 0's choice of setting (``experiments/stage_lmrates.py``), one dict
+    per rival (a grid point within one seed standard deviation of the chosen one on seed 0):
+    ``encoding``, ``lr``, ``embed_scale``, ``chosen`` (the chosen setting), ``spread`` and
+    ``gap`` (the yardstick and the rival's seed-0 gap), ``seeds``, and the rival minus the
+    chosen setting seed by seed (:func:`stats.paired`): ``valid`` on the validation text and
+    ``test`` at each test length the rivals were read at.  A file without the check is a
+    ValueError; a file whose check found no rival gives ``[]``."""
+    check(results)
+    lv = results.get("lm_rivals")
+    if not isinstance(lv, dict) or "rivals" not in lv:
+        raise ValueError("results must hold the check of seed 0's choice "
+                         "(lm_rivals, experiments/stage_lmrates.py)")
+    out = []
+    for rv in lv["rivals"]:
+        setting = (rv["encoding"], rv["lr"], rv["embed_scale"])
+        mine = {r["seed"]: r for r in lv["runs"]
+                if (r["encoding"], r["lr"], r["embed_scale"]) == setting}
+        chosen = {r["seed"]: r for r in lm_rows(results, rv["encoding"]) if r["seed"] in mine}
+        seeds = sorted(set(mine) & set(chosen))
+        ns = sorted({int(n) for r in mine.values() for n in r["test"]})
+        out.append({**{k: rv[k] for k in ("encoding", "lr", "embed_scale", "chosen",
+                                          "spread", "gap")},
+                    "seeds": seeds,
+                    "valid": stats.paired([mine[s]["valid"] for s in seeds],
+                                          [chosen[s]["valid"] for s in seeds]),
+                    "test": {n: stats.paired([mine[s]["test"][str(n)]["target"] for s in seeds],
+                                             [chosen[s]["test"][str(n)]["target"]
+                                              for s in seeds]) for n in ns}})
+    return out
+
+
 def ablation_values(results, base: float, head_dim: int, n: int,
                     metric: str = "target", *, rate: str = "chosen") -> list:
     """Per-seed loss of RoPE with ``base`` and head width ``head_dim`` (the protocol's own
