@@ -589,6 +589,7 @@ def test_chapter_figures_render_the_quick_results(tmp_path, recwarn):
                 r["references_rates"]["chosen"])
             assert str(pf.experiment_ablation_rates_table(r)).count("✓") == len(
                 r["ablation_rates"]["chosen"])
+            assert len(pf.experiment_rivals_table(r).rows) == len(r["lm_rivals"]["rivals"])
             for task in ("copy", "passkey"):
                 table = pf.experiment_task_table(r, task)
                 assert len(table.rows) == len(ENCODINGS)

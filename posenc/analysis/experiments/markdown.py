@@ -107,7 +107,7 @@ def write_markdown(results: dict) -> str:
         ch = lm["chosen"][enc]
         lines.append(f"| {enc} | {ch['lr']:g} | {ch['embed_scale']:g} | " + " | ".join(cells)
                      + " |")
-    lines += (_context_lines(results) + _ablation_rate_lines(results)
+    lines += (_rival_lines(results) + _context_lines(results) + _ablation_rate_lines(results)
               + _task_lines(results) + _claim_lines(results))
     return "\n".join(lines) + "\n"
 
@@ -149,6 +149,27 @@ def _context_lines(results: dict) -> list[str]:
                      f"{c['valid'][lr]:.4f}" + ("*" if lr == c["lr"] else "") for lr in rates]
             lines.append(f"| {c['encoding']} trained at {c['train_length']} | "
                          f"{c['own_lr']:g} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _rival_lines(results: dict) -> list[str]:
+    """The check of seed 0's choice of setting, where the file has it."""
+    from . import report
+
+    if not isinstance(results.get("lm_rivals"), dict):
+        return []
+    L = results["config"]["lm"]["train_length"]
+    lines = ["", "## Seed 0's choice against its close rivals (grid points within one seed "
+             "standard deviation of the chosen setting on seed 0, trained on every seed; "
+             "rival minus chosen, mean [95 % t interval])", "",
+             "| encoding | chosen | rival | seed 0 | validation | test at "
+             f"{L} |", "|---|---|---|---:|---:|---:|"]
+    for c in report.lm_rival_check(results):
+        cells = [f"{d['mean']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]"
+                 for d in (c["valid"], c["test"][L])]
+        lines.append(f"| {c['encoding']} | rate {c['chosen']['lr']:g}, scale "
+                     f"{c['chosen']['embed_scale']:g} | rate {c['lr']:g}, scale "
+                     f"{c['embed_scale']:g} | {c['gap']:+.4f} | " + " | ".join(cells) + " |")
     return lines
 
 

@@ -168,8 +168,8 @@ def lm_rival_check(results) -> list[dict]:
     ``encoding``, ``lr``, ``embed_scale``, ``chosen`` (the chosen setting), ``spread`` and
     ``gap`` (the yardstick and the rival's seed-0 gap), ``seeds``, and the rival minus the
     chosen setting seed by seed (:func:`stats.paired`): ``valid`` on the validation text and
-    ``test`` at each test length the rivals were read at.  A file without the check is a
-    ValueError; a file whose check found no rival gives ``[]``."""
+    ``test`` at each test length both read (a learned table none past its rows).  A file
+    without the check is a ValueError; a file whose check found no rival gives ``[]``."""
     check(results)
     lv = results.get("lm_rivals")
     if not isinstance(lv, dict) or "rivals" not in lv:
@@ -182,7 +182,10 @@ def lm_rival_check(results) -> list[dict]:
                 if (r["encoding"], r["lr"], r["embed_scale"]) == setting}
         chosen = {r["seed"]: r for r in lm_rows(results, rv["encoding"]) if r["seed"] in mine}
         seeds = sorted(set(mine) & set(chosen))
-        ns = sorted({int(n) for r in mine.values() for n in r["test"]})
+        # the lengths both sides read (a learned table reads none past its rows)
+        ns = sorted(int(n) for n in {n for r in mine.values() for n in r["test"]}
+                    if all((side[s]["test"].get(n) is not None)
+                           for side in (mine, chosen) for s in seeds))
         out.append({**{k: rv[k] for k in ("encoding", "lr", "embed_scale", "chosen",
                                           "spread", "gap")},
                     "seeds": seeds,
