@@ -515,13 +515,18 @@ def experiment_reference_rates_table(results):
     loss at its own length (seed 0) at every rate tried, the best marked ✓; "–" where a
     rate was not tried."""
     _check(results)
-    checks = R.reference_rate_check(results)
+    return _rate_table(R.reference_rate_check(results), lambda c: label(
+        "exp_trained_at_row").format(enc=label(f"exp_{c['encoding']}"), n=c["train_length"]))
+
+
+def _rate_table(checks, name) -> BookTable:
+    """A rate check as a table: one row per checked model (``name(check)``), its
+    validation loss at every rate tried, the best marked ✓, "–" where not tried."""
     rates = sorted({lr for c in checks for lr in c["valid"]})
     header = [label("exp_model")] + [f"{label('exp_lr')} {lr:g}" for lr in rates]
     rows = []
     for c in checks:
-        row = [label("exp_trained_at_row").format(enc=label(f"exp_{c['encoding']}"),
-                                                  n=c["train_length"])]
+        row = [name(c)]
         for lr in rates:
             v = c["valid"].get(lr)
             row.append("–" if v is None else f"{v:.3f}" + (" ✓" if lr == c["lr"] else ""))
@@ -534,17 +539,8 @@ def experiment_ablation_rates_table(results):
     validation loss at the training length (seed 0) at every rate tried, the best marked
     ✓; "–" where a rate was not tried."""
     _check(results)
-    checks = R.ablation_rate_check(results)
-    rates = sorted({lr for c in checks for lr in c["valid"]})
-    header = [label("exp_model")] + [f"{label('exp_lr')} {lr:g}" for lr in rates]
-    rows = []
-    for c in checks:
-        row = [label("exp_abl_row").format(b=_base_text(c["rope_base"]), h=c["head_dim"])]
-        for lr in rates:
-            v = c["valid"].get(lr)
-            row.append("–" if v is None else f"{v:.3f}" + (" ✓" if lr == c["lr"] else ""))
-        rows.append(row)
-    return BookTable(header, rows, stack=True)
+    return _rate_table(R.ablation_rate_check(results), lambda c: label("exp_abl_row").format(
+        b=_base_text(c["rope_base"]), h=c["head_dim"]))
 
 
 def experiment_rivals_table(results):

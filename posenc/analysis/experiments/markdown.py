@@ -137,18 +137,24 @@ def _context_lines(results: dict) -> list[str]:
             lines.append(f"| {enc} trained at {n_ref} | {metric} | " + " | ".join(cells) + " |")
     if (results.get("references_rates") or {}).get("chosen"):
         checks = report.reference_rate_check(results)
-        rates = sorted({lr for c in checks for lr in c["valid"]})
-        lines += ["", "## The references' rate check (seed 0, validation loss at the "
-                  "reference's own length; * the best; where it is not the rate the "
-                  "references trained at, every seed was retrained at it and the tables "
-                  "and claims read those)", "",
-                  "| reference | trained at rate | " + " | ".join(f"{lr:g}" for lr in rates)
-                  + " |", "|---|---:|" + "---:|" * len(rates)]
-        for c in checks:
-            cells = ["n/a" if lr not in c["valid"] else
-                     f"{c['valid'][lr]:.4f}" + ("*" if lr == c["lr"] else "") for lr in rates]
-            lines.append(f"| {c['encoding']} trained at {c['train_length']} | "
-                         f"{c['own_lr']:g} | " + " | ".join(cells) + " |")
+        lines += _rate_lines(
+            checks, "## The references' rate check (seed 0, validation loss at the "
+            "reference's own length; * the best; where it is not the rate the references "
+            "trained at, every seed was retrained at it and the tables and claims read "
+            "those)", "reference", lambda c: f"{c['encoding']} trained at {c['train_length']}")
+    return lines
+
+
+def _rate_lines(checks: list[dict], title: str, what: str, name) -> list[str]:
+    """A rate check as a table: one row per checked model (``name(check)``), its own rate,
+    and its validation loss at every rate tried, the best starred."""
+    rates = sorted({lr for c in checks for lr in c["valid"]})
+    lines = ["", title, "", f"| {what} | trained at rate | "
+             + " | ".join(f"{lr:g}" for lr in rates) + " |", "|---|---:|" + "---:|" * len(rates)]
+    for c in checks:
+        cells = ["n/a" if lr not in c["valid"] else
+                 f"{c['valid'][lr]:.4f}" + ("*" if lr == c["lr"] else "") for lr in rates]
+        lines.append(f"| {name(c)} | {c['own_lr']:g} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -180,17 +186,11 @@ def _ablation_rate_lines(results: dict) -> list[str]:
     lines: list[str] = []
     if (results.get("ablation_rates") or {}).get("chosen"):
         checks = report.ablation_rate_check(results)
-        rates = sorted({lr for c in checks for lr in c["valid"]})
-        lines += ["", "## The RoPE ablation's rate check (seed 0, validation loss at the "
-                  "training length; * the best; where it is not the rate the arm trained "
-                  "at, every seed was retrained at it and the tables and claims read those)",
-                  "", "| arm | trained at rate | " + " | ".join(f"{lr:g}" for lr in rates)
-                  + " |", "|---|---:|" + "---:|" * len(rates)]
-        for c in checks:
-            cells = ["n/a" if lr not in c["valid"] else
-                     f"{c['valid'][lr]:.4f}" + ("*" if lr == c["lr"] else "") for lr in rates]
-            lines.append(f"| base {c['rope_base']:g}, head width {c['head_dim']} | "
-                         f"{c['own_lr']:g} | " + " | ".join(cells) + " |")
+        lines += _rate_lines(
+            checks, "## The RoPE ablation's rate check (seed 0, validation loss at the "
+            "training length; * the best; where it is not the rate the arm trained at, every "
+            "seed was retrained at it and the tables and claims read those)", "arm",
+            lambda c: f"base {c['rope_base']:g}, head width {c['head_dim']}")
     return lines
 
 

@@ -148,18 +148,9 @@ def reference_rate_check(results) -> list[dict]:
     Traceback (most recent call last):
     ValueError: results must hold the references' rate check (references_rates, experiments/stage_refrates.py)
     """
-    check(results)
-    rr = results.get("references_rates")
-    if not rr or not rr.get("chosen"):
-        raise ValueError("results must hold the references' rate check "
-                         "(references_rates, experiments/stage_refrates.py)")
-    out = []
-    for c in rr["chosen"]:
-        valid = {g["lr"]: g["valid"] for g in rr["grid"]
-                 if (g["encoding"], g["train_length"]) == (c["encoding"], c["train_length"])}
-        out.append({"encoding": c["encoding"], "train_length": c["train_length"],
-                    "own_lr": c["own_lr"], "lr": c["lr"], "valid": valid})
-    return out
+    return _rate_check(results, "references_rates", ("encoding", "train_length"),
+                       "the references' rate check (references_rates, "
+                       "experiments/stage_refrates.py)")
 
 
 def lm_rival_check(results) -> list[dict]:
@@ -236,18 +227,24 @@ def ablation_rate_check(results) -> list[dict]:
     Traceback (most recent call last):
     ValueError: results must hold the ablation's rate check (ablation_rates, experiments/stage_ablrates.py)
     """
+    return _rate_check(results, "ablation_rates", ("rope_base", "head_dim"),
+                       "the ablation's rate check (ablation_rates, "
+                       "experiments/stage_ablrates.py)")
+
+
+def _rate_check(results, section: str, fields: tuple, what: str) -> list[dict]:
+    """A rate check's choices (``section``), one dict per checked model named by
+    ``fields``, with its own rate, the chosen one and the validation loss by rate."""
     check(results)
-    ar = results.get("ablation_rates")
-    if not ar or not ar.get("chosen"):
-        raise ValueError("results must hold the ablation's rate check "
-                         "(ablation_rates, experiments/stage_ablrates.py)")
+    rc = results.get(section)
+    if not rc or not rc.get("chosen"):
+        raise ValueError(f"results must hold {what}")
     out = []
-    for c in ar["chosen"]:
-        arm = (c["rope_base"], c["head_dim"])
-        valid = {g["lr"]: g["valid"] for g in ar["grid"]
-                 if (g["rope_base"], g["head_dim"]) == arm}
-        out.append({"rope_base": c["rope_base"], "head_dim": c["head_dim"],
-                    "own_lr": c["own_lr"], "lr": c["lr"], "valid": valid})
+    for c in rc["chosen"]:
+        name = {f: c[f] for f in fields}
+        valid = {g["lr"]: g["valid"] for g in rc["grid"]
+                 if all(g[f] == v for f, v in name.items())}
+        out.append({**name, "own_lr": c["own_lr"], "lr": c["lr"], "valid": valid})
     return out
 
 
