@@ -32,7 +32,9 @@ The protocol (the full tier; ``--quick`` shrinks every number):
   T5 bias) trained on windows of ``train_length`` bytes.  Tuning on seed 0 and the
   validation split: a joint log-spaced grid of learning rate and embedding scale, extended
   past any edge where the optimum lands (``TUNING_GRID``); the best pair is the encoding's
-  setting for every seed.  Evaluation on fixed test chunks: every length predicts the same
+  setting for every seed; every other grid point within one seed standard deviation of it
+  on seed 0 is trained and tested on every seed too (``experiments/stage_lmrates.py``).
+  Evaluation on fixed test chunks: every length predicts the same
   target bytes (the last ``target`` of each chunk), so a longer length only adds history;
   also the mean over all positions of each window and the loss per block of positions.
 * **RoPE scaling applied without training**: PI, static NTK (base times s^(d/(d-2))), YaRN
@@ -49,12 +51,15 @@ The protocol (the full tier; ``--quick`` shrinks every number):
   seed 0 per arm, and a passkey probe in real text
   (:mod:`posenc.analysis.experiments.probe`) of every fine-tuned model, of the RoPE and
   ALiBi models at ``L``, and of the references.
-* **References**: RoPE and ALiBi trained at 4x the length with the same bytes per step
-  and the same steps: what longer context is worth on the fixed targets (and on the
-  far-identifier ones) for a model trained to use it.
-* **RoPE ablation**: base 500, 10^4 and 10^6 at head widths 16 and 64 (three seeds), so
-  the wavelength explanation of RoPE's failure past ``L`` is tested.
-* **Budget**: every encoding trained for half and twice the steps (three seeds), to show
+* **References**: RoPE and ALiBi trained at 2x and 4x the length with the same bytes per
+  step and the same steps: what longer context is worth on the fixed targets (and on the
+  far-identifier ones) for a model trained to use it; read again at every shorter length
+  (``experiments/stage_context.py``), and their rate checked on a grid
+  (``experiments/stage_refrates.py``).
+* **RoPE ablation**: base 500, 10^4 and 10^6 at head widths 16 and 64 (five seeds), so
+  the wavelength explanation of RoPE's failure past ``L`` is tested; each arm's rate
+  checked on a grid (``experiments/stage_ablrates.py``).
+* **Budget**: every encoding trained for half and twice the steps (five seeds), to show
   whether the ranking holds as training goes on.
 * **Copy** (induction, string lengths varied in training, 200 symbols) and **passkey**
   (a key at several depths in random filler): trained short, tested up to 8x and 16x, with
