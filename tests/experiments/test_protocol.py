@@ -831,6 +831,10 @@ def test_the_ablation_rate_check_extends_its_grid_and_retrains_at_a_better_rate(
         "ablgrid-rope-b500-h16-lr1e-05", "abltuned-rope-b500-h16-lr1e-05-s1",
         "abltuned-rope-b500-h16-lr1e-05-s2"]
     assert all(t["lr"] == 1e-5 and "test" in t for t in out["tuned"])
+    # an arm whose seed 0 is missing from the ablation's runs is named
+    with pytest.raises(ValueError, match=r"ablation must hold seed 0 of the arm base 1e\+06, "
+                       r"head width 16 once, got 0"):
+        AR.ablation_rates(Fake(), chosen, own[:1])
     Fake.config = {**Fake.config, "ablation": {**Fake.config["ablation"], "seeds": [1, 2]}}
     with pytest.raises(ValueError, match=r"ablation\.seeds must include seed 0"):
         AR.ablation_rates(Fake(), chosen, own)

@@ -183,15 +183,13 @@ def _ablation_rate_lines(results: dict) -> list[str]:
     """The RoPE ablation's rate check, where the file has it."""
     from . import report
 
-    lines: list[str] = []
-    if (results.get("ablation_rates") or {}).get("chosen"):
-        checks = report.ablation_rate_check(results)
-        lines += _rate_lines(
-            checks, "## The RoPE ablation's rate check (seed 0, validation loss at the "
-            "training length; * the best; where it is not the rate the arm trained at, every "
-            "seed was retrained at it and the tables and claims read those)", "arm",
-            lambda c: f"base {c['rope_base']:g}, head width {c['head_dim']}")
-    return lines
+    if not (results.get("ablation_rates") or {}).get("chosen"):
+        return []
+    return _rate_lines(
+        report.ablation_rate_check(results), "## The RoPE ablation's rate check (seed 0, "
+        "validation loss at the training length; * the best; where it is not the rate the "
+        "arm trained at, every seed was retrained at it and the tables and claims read "
+        "those)", "arm", lambda c: f"base {c['rope_base']:g}, head width {c['head_dim']}")
 
 
 def _task_lines(results: dict) -> list[str]:
