@@ -9,7 +9,9 @@ language models stale.
   as the pre-training (the batch divided by the factor).
 * **Rates**: seed 0 of every arm at each rate of ``lrs`` (extended past an edge where the
   best lands, ``max_extensions`` times at most); the one with the lowest validation loss
-  at the longer length is the arm's rate for the other seeds.
+  at the longer length is the arm's rate for the other seeds.  ``finetune_more_seeds`` names
+  arms that are fine-tuned from further seeds' models as well (ten seeds where the
+  protocol's rule asks for them: a comparison within one seed standard deviation).
 * **Evaluation**: the test losses at every length (fixed targets, far-identifier targets),
   and the passkey probe (:mod:`posenc.analysis.experiments.probe`) at every length.
 * **Probe of the models not fine-tuned**: the RoPE and ALiBi models at ``L`` and the
@@ -53,6 +55,27 @@ def probe(runner, label: str, enc: str, key: str, cfg) -> dict:
                 "probe": P.passkey_scores(model, runner.corpus.test, probe_lengths(runner),
                                           pr["depths"], n=pr["n"], seed=pr["seed"])}
     return runner.unit(f"probe-{label}", fn, {"model": runner._digests[key]})
+
+
+def more_models(runner, chosen: dict, arm: str) -> list:
+    """The further seeds ``finetune_more_seeds`` names for ``arm`` (none if it does not
+    name the arm): ``(seed, key, cfg)`` of each seed's RoPE model at ``L``, trained by the
+    language-model stage's own unit (the one ``lm_more_seeds`` also asks for), so a
+    further seed is fine-tuned exactly as seeds 1-4 are."""
+    extra = runner.config.get("finetune_more_seeds") or {}
+    if arm not in extra.get("arms", []):
+        return []
+    if not set(extra.get("seeds", [])).isdisjoint(runner.config["seeds"]):
+        raise ValueError(f"finetune_more_seeds.seeds must be seeds beyond the protocol's "
+                         f"{runner.config['seeds']}, got {extra['seeds']}")
+    setting = chosen["rope"]
+    cfg = runner.cfg("rope", setting["embed_scale"])
+    out = []
+    for seed in extra["seeds"]:
+        key = runner.lm_key("rope", seed, setting)
+        runner.lm_train(key, cfg, seed, setting["lr"], runner.config["lm"]["steps"])
+        out.append((seed, key, cfg))
+    return out
 
 
 def finetune(runner, chosen: dict) -> dict:
@@ -105,7 +128,7 @@ def finetune(runner, chosen: dict) -> dict:
         grid += list(cands.values())
         rates[arm] = best["lr"]
         runs.append(best)
-        for seed, key, cfg in models[1:]:
+        for seed, key, cfg in models[1:] + more_models(runner, chosen, arm):
             runs.append(one(f"finetune-{arm}-s{seed}", arm, seed, key, cfg, best["lr"]))
     probes = []
     for seed, key, cfg in models:
