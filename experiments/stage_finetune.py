@@ -1,6 +1,7 @@
 """The fine-tuning stage: RoPE models trained at the training length ``L``, trained further
 at ``factor * L``, and the passkey probe that asks whether any model fetches a number from
-far back.  Keyed on its own import closure, so its protocol can change without making the
+far back.  Keyed on its own import closure (with the language models' stage, whose
+``Runner`` loads every model a unit reads), so its protocol can change without making the
 language models stale.
 
 * **Arms**: ``plain`` (no scaling: the control), ``pi`` (position interpolation, Chen et
@@ -20,6 +21,7 @@ language models stale.
 
 from __future__ import annotations
 
+from experiments.stage_lm import Runner
 from posenc.analysis.experiments import corpus as C
 from posenc.analysis.experiments import probe as P
 from posenc.analysis.experiments import train as T
@@ -41,11 +43,11 @@ def arm_parameters(arm: str, factor: float, L: int, head_dim: int, base: float) 
     return None if arm == "plain" else scaling_parameters(arm, factor, L, head_dim, base)
 
 
-def probe_lengths(runner) -> list[int]:
+def probe_lengths(runner: Runner) -> list[int]:
     return [n for n in runner.lengths if n >= P.MIN_LENGTH]
 
 
-def probe(runner, label: str, enc: str, key: str, cfg) -> dict:
+def probe(runner: Runner, label: str, enc: str, key: str, cfg) -> dict:
     """The passkey probe of trained model ``key`` (not trained further)."""
     pr = runner.config["finetune"]["probe"]
 
@@ -57,7 +59,7 @@ def probe(runner, label: str, enc: str, key: str, cfg) -> dict:
     return runner.unit(f"probe-{label}", fn, {"model": runner._digests[key]})
 
 
-def more_models(runner, chosen: dict, arm: str) -> list:
+def more_models(runner: Runner, chosen: dict, arm: str) -> list:
     """The further seeds ``finetune_more_seeds`` names for ``arm`` (none if it does not
     name the arm): ``(seed, key, cfg)`` of each seed's RoPE model at ``L``, trained by the
     language-model stage's own unit (the one ``lm_more_seeds`` also asks for), so a
@@ -78,7 +80,7 @@ def more_models(runner, chosen: dict, arm: str) -> list:
     return out
 
 
-def finetune(runner, chosen: dict) -> dict:
+def finetune(runner: Runner, chosen: dict) -> dict:
     ft, lm = runner.config["finetune"], runner.config["lm"]
     pr = ft["probe"]
     n_ft = runner.L * int(ft["factor"])

@@ -14,7 +14,9 @@ check, fixed before its results were seen:
    (``reftuned`` units), evaluate them on the test chunks and read each again at every
    length up to its own (as :mod:`experiments.stage_context` reads the references).
 
-Keyed on its own import closure, so adding it left every other unit as it was.  A grid
+Keyed on its own import closure, so adding it left every other unit as it was; that
+closure includes the language models' stage, whose ``Runner.lm_train`` trains the grid and
+the retrained units.  A grid
 or retrained unit is keyed on its full training settings (as every trained model is); the
 validation unit on the model it reads and the validation settings.
 """
@@ -23,11 +25,12 @@ from __future__ import annotations
 
 from experiments.rategrid import search
 from experiments.stage_context import reference_context, weights_digest
+from experiments.stage_lm import Runner
 from posenc.analysis.experiments import corpus as C
 from posenc.analysis.experiments import train as T
 
 
-def _valid(runner, key: str, cfg, n: int) -> dict:
+def _valid(runner: Runner, key: str, cfg, n: int) -> dict:
     """Unit ``refvalid-<key>``: the model ``key`` scored on the validation text's chunks at
     length ``n`` (its own training length), the same target bytes as every other rate."""
     lm = runner.config["lm"]
@@ -46,7 +49,7 @@ def _valid(runner, key: str, cfg, n: int) -> dict:
                                   "n_chunks": lm["valid_chunks"], "bucket": lm["bucket"]}})
 
 
-def reference_rates(runner, chosen: dict, references: list[dict]) -> dict:
+def reference_rates(runner: Runner, chosen: dict, references: list[dict]) -> dict:
     """The rate check of every reference length and encoding (steps 1-3 of the module's
     docstring).  Returns ``{"grid": [...], "chosen": [...], "tuned": [...],
     "tuned_context": [...]}``: every grid point with its validation loss at the reference's
