@@ -658,6 +658,30 @@ def claim_family(results) -> list[tuple]:
     return [c for c in fam if _testable(results, c, head)]
 
 
+def close_calls(results) -> list[dict]:
+    """The claims of :func:`claim_family` too close to rank on the protocol's own seeds
+    (``config["seeds"]``, five in the full tier): the two sides' means at the claim's
+    length (each side at its own) differ by no more than the larger of the two sides'
+    standard deviations over those seeds.  The protocol's rule (issue 31) gives every such
+    comparison ten seeds (``lm_more_seeds``, ``references.seeds``,
+    ``finetune_more_seeds``); the chapter's tests hold the results to it.  Each:
+    ``name``, ``gap`` (the absolute difference of the means), ``sd`` (the larger standard
+    deviation) and ``seeds`` (the seeds both sides have now)."""
+    first = list(results["config"]["seeds"])
+    out = []
+    for name, a, b, n, metric in claim_family(results):
+        n_a, n_b = n if isinstance(n, tuple) else (n, n)
+        ra, rb = _series_rows(results, a), _series_rows(results, b)
+        va = [float(v) for v in _values(_by_seed(ra, metric, n_a), first)]
+        vb = [float(v) for v in _values(_by_seed(rb, metric, n_b), first)]
+        gap = abs(float(np.mean(va)) - float(np.mean(vb)))
+        sd = max(stats.summary(va)["sd"], stats.summary(vb)["sd"])
+        if gap <= sd:
+            out.append({"name": name, "gap": gap, "sd": sd,
+                        "seeds": sorted({r["seed"] for r in ra} & {r["seed"] for r in rb})})
+    return out
+
+
 def _testable(results, claim, head: int) -> bool:
     """Whether the configuration has both sides of ``claim`` at its lengths, with at least
     two seeds each (a smaller tier, such as ``--quick``, has fewer arms and lengths)."""
