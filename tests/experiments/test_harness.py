@@ -445,8 +445,18 @@ def test_quick_run_end_to_end(tmp_path):
         assert near - {(pick["lr"], pick["embed_scale"])} == {
             (rv["lr"], rv["embed_scale"]) for rv in lv["rivals"] if rv["encoding"] == enc}
     ft = r["config"]["finetune"]
+    # every arm on the protocol's seeds, and the arms finetune_more_seeds names on its
+    # further seeds too, each from that seed's RoPE model (the one lm_more_seeds trains)
+    ft_more = r["config"]["finetune_more_seeds"]
+    assert ft_more["arms"] and ft_more["seeds"]
     assert {(x["arm"], x["seed"]) for x in r["finetune"]} == {
-        (a, s) for a in ft["arms"] for s in seeds}
+        (a, s) for a in ft["arms"] for s in seeds} | {
+        (a, s) for a in ft_more["arms"] for s in ft_more["seeds"]}
+    rope_more = {x["seed"]: x["digest"] for x in r["lm_more_seeds"]
+                 if x["encoding"] == "rope"}
+    for x in r["finetune"]:
+        if x["seed"] in ft_more["seeds"]:
+            assert x["params"]["model"] == rope_more[x["seed"]]
     assert set(ft["arms"]) == {"plain", "pi", "ntk", "yarn"}
     # a rate grid on seed 0 per arm, extended past an edge where the best lands; the other
     # seeds at the arm's best rate

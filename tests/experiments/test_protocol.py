@@ -888,3 +888,40 @@ def test_the_rivals_of_seed_0s_choice_are_trained_on_every_seed():
     Fake.config = {"seeds": [1, 2], "lm": {"steps": 5}}
     with pytest.raises(ValueError, match=r"seeds must include seed 0"):
         LR.rivals(Fake(), lm)
+
+
+def test_finetune_more_seeds_trains_further_seeds_models_and_rejects_the_protocols_own():
+    """stage_finetune.more_models with the training stubbed: an arm finetune_more_seeds
+    names gets each further seed's RoPE model (trained by the language-model stage's own
+    unit, at RoPE's tuned setting); an arm it does not name gets none; a further seed that
+    is one of the protocol's seeds is a clear error."""
+    sys.path.insert(0, str(ROOT))
+    from experiments import stage_finetune as F
+    from experiments.stage_lm import Runner
+
+    calls = []
+
+    class Fake:
+        lm_key = staticmethod(Runner.lm_key)
+        config = {"seeds": [0, 1], "lm": {"steps": 7},
+                  "finetune_more_seeds": {"arms": ["plain", "ntk"], "seeds": [2, 3]}}
+
+        def cfg(self, enc, scale):
+            return (enc, scale)
+
+        def lm_train(self, key, cfg, seed, lr, steps, batch=None):
+            calls.append((key, cfg, seed, lr, steps))
+
+    chosen = {"rope": {"lr": 0.01, "embed_scale": 7.07}}
+    got = F.more_models(Fake(), chosen, "ntk")
+    assert [(s, k) for s, k, _ in got] == [(2, "lm-rope-lr0.01-x7.07-s2"),
+                                           (3, "lm-rope-lr0.01-x7.07-s3")]
+    assert calls == [(k, ("rope", 7.07), s, 0.01, 7) for s, k, _ in got]
+    assert F.more_models(Fake(), chosen, "pi") == []
+    Fake.config = {**Fake.config, "finetune_more_seeds": {"arms": ["plain"], "seeds": [1, 2]}}
+    with pytest.raises(ValueError, match=r"finetune_more_seeds.seeds must be seeds beyond "
+                                         r"the protocol's \[0, 1\], got \[1, 2\]"):
+        F.more_models(Fake(), chosen, "plain")
+    # without the section, no arm has further seeds
+    Fake.config = {"seeds": [0, 1], "lm": {"steps": 7}}
+    assert F.more_models(Fake(), chosen, "plain") == []
