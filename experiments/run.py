@@ -48,12 +48,16 @@ The protocol (the full tier; ``--quick`` shrinks every number):
   a rule fixed before any result) and the loss of each chunk, for intervals over the text.
 * **Fine-tuning at 4x the length** (``experiments/stage_finetune.py``): the RoPE models
   trained further with PI, static NTK, YaRN and no scaling (the control), a rate grid on
-  seed 0 per arm, and a passkey probe in real text
+  seed 0 per arm (the arms of ``finetune_more_seeds`` fine-tuned from five more seeds'
+  models: a comparison with the control was too close to call on five), and a passkey
+  probe in real text
   (:mod:`posenc.analysis.experiments.probe`) of every fine-tuned model, of the RoPE and
   ALiBi models at ``L``, and of the references.
 * **References**: RoPE and ALiBi trained at 2x and 4x the length with the same bytes per
-  step and the same steps: what longer context is worth on the fixed targets (and on the
-  far-identifier ones) for a model trained to use it; read again at every shorter length
+  step and the same steps (ten seeds: each one's reading at its own length against at
+  ``L`` was too close to call on five): what longer context is worth on the fixed targets
+  (and on the far-identifier ones) for a model trained to use it; read again at every
+  shorter length
   (``experiments/stage_context.py``), and their rate checked on a grid
   (``experiments/stage_refrates.py``).
 * **RoPE ablation**: base 500, 10^4 and 10^6 at head widths 16 and 64 (five seeds), so
