@@ -43,6 +43,11 @@ HOLDS = {
     "abl_1e4_1e6_h16", "budget_rope_L", "budget_t5_top", "budget_t5_nope_top",
     "ft_plain_rope", "ft_plain_pi", "ft_plain_pi_2x", "ft_plain_ntk_2x", "ft_plain_yarn_2x",
     "2L_ntk_fixed_matched", "budget_t5_alibi_4L",
+    # separated since the close calls got ten seeds (report.close_calls): the references'
+    # own reading of a longer history, and two orders of five seeds each that the change of
+    # the family's p-values carried over the line
+    "ctx_rope_self", "ctx_alibi_self", "ctx_alibi_self_2L", "4L_alibi_t5",
+    "2L_yarn_matched_alibi",
 }
 #: the fine-tuning arms the page reports as finished
 FINISHED_ARMS = ["plain", "pi", "ntk", "yarn"]
@@ -263,8 +268,10 @@ def test_fine_tuning_arms_and_their_rates(results):
     seeds = results["config"]["seeds"]
     ft = results["config"]["finetune"]
     assert R.finetune_arms(results) == FINISHED_ARMS
+    more = results["config"]["finetune_more_seeds"]
     assert {(r["arm"], r["seed"]) for r in results["finetune"]} == {
-        (a, x) for a in FINISHED_ARMS for x in seeds}
+        (a, x) for a in FINISHED_ARMS for x in seeds} | {
+        (a, x) for a in more["arms"] for x in more["seeds"]}
     for arm in FINISHED_ARMS:
         tried = sorted(g["lr"] for g in results["finetune_grid"] if g["arm"] == arm)
         rate = results["finetune_rates"][arm]
@@ -490,6 +497,24 @@ def test_the_family_of_claims_has_the_outcomes_the_page_states(results, claims):
     assert stated <= names
 
 
+def test_every_close_call_is_read_on_ten_seeds(results):
+    """The protocol's rule (report.close_calls): a claim whose sides are within one seed
+    standard deviation on the first five seeds is read on ten; these are the ones it names,
+    as the statistics paragraph lists them."""
+    close = R.close_calls(results)
+    assert {c["name"] for c in close} == {
+        "ctx_rope_self", "ctx_alibi_self", "ctx_rope_self_2L", "ctx_alibi_self_2L",
+        "ft_ntk_plain", "ft_yarn_plain"}
+    assert all(c["seeds"] == list(range(10)) and c["gap"] <= c["sd"] for c in close)
+    # the rule reads the first five seeds only, whatever was added since
+    first = results["config"]["seeds"]
+    for c in close:
+        claim = next(x for x in R.claim_family(results) if x[0] == c["name"])
+        n_a = claim[3][0] if isinstance(claim[3], tuple) else claim[3]
+        rows = [r for r in R._series_rows(results, claim[1]) if r["seed"] in first]
+        assert len(rows) == len(first) and all(str(n_a) in r["test"] for r in rows)
+
+
 def test_the_claims_table_renders_in_both_languages(results):
     for lang in ("en", "zh"):
         pf.set_language(lang)
@@ -558,32 +583,40 @@ def test_statements_beside_the_claims(results, lengths, claims):
     tuned_keys = {r["key"] for r in results["references_rates"]["tuned"]}
     assert {r["key"] for r in R._series_rows(results, ("ref", "alibi", 4 * L))} == tuned_keys
     assert len(tuned_keys) == len(results["config"]["references"]["seeds"])
-    # two orders lower in every seed, with intervals below zero, that the correction over
-    # the whole family leaves not separated (adjusted p between 0.05 and 0.1)
+    # two orders lower in every seed on five seeds each, separated only just (adjusted p
+    # between 0.04 and 0.05): their p-values are as before, and they crossed the line when
+    # the close calls' ten seeds put two other claims' p-values below theirs (Holm's
+    # multiplier is one per claim ranked at or after it)
     for name, a, b, n in (("4L_alibi_t5", ("lm", "alibi"), ("lm", "t5"), 4 * L),
                           ("2L_yarn_matched_alibi", ("scale", "yarn", "matched"),
                            ("lm", "alibi"), 2 * L)):
-        x, _, _ = R.paired_chunks(results, a, b, n, "target")
-        assert (x.mean(axis=1) < 0).all(), name
-        assert claims[name]["hi"] < 0 and 0.05 < claims[name]["p_holm"] < 0.1, name
-    # within one reference (one load of its weights), reading 4L instead of L: RoPE lower
-    # on the far targets in every seed, its interval below zero, yet not separated after
-    # Holm; on all the targets no change; ALiBi's change not separated either; and the
-    # within-model gain tens of times smaller than the between-model gap
+        x, _, seeds = R.paired_chunks(results, a, b, n, "target")
+        assert (x.mean(axis=1) < 0).all() and len(seeds) == 5, name
+        assert claims[name]["holds"] and 0.04 < claims[name]["p_holm"] < 0.05, name
+        below = sum(c["p"] < claims[name]["p"] for c in claims.values())
+        assert claims[name]["p_holm"] >= (len(claims) - below) * claims[name]["p"] - 1e-12
+    # within one reference (one load of its weights), reading 4L instead of L on ten seeds:
+    # RoPE lower on the far targets in all but one seed and separated only just, on all the
+    # targets not better; ALiBi lower in every seed and separated; each within-model gain
+    # tens of times smaller than the between-model gap
     ref = ("refctx", "rope", 4 * L)
     x, _, seeds = R.paired_chunks(results, ref, ref, (4 * L, L), "far")
-    assert (x.mean(axis=1) < 0).all() and len(seeds) == 5
+    assert (x.mean(axis=1) < 0).sum() == 9 and len(seeds) == 10
     by = claims
-    assert by["ctx_rope_self"]["hi"] < 0 < by["ctx_rope_self"]["p_holm"] - 0.05
-    assert by["ctx_alibi_self"]["lo"] < 0 < by["ctx_alibi_self"]["hi"]
+    assert by["ctx_rope_self"]["holds"] and 0.04 < by["ctx_rope_self"]["p_holm"] < 0.05
     ctl = R.difference(results, ref, ref, (4 * L, L), "target")
-    assert ctl["lo"] < 0 < ctl["hi"]
-    assert by["ctx_rope_ref"]["mean"] / by["ctx_rope_self"]["mean"] > 20
-    # the references trained at 2L, reading 2L instead of L: no change to separate, for
-    # either encoding (both intervals hold zero)
+    assert ctl["mean"] > 0 and ctl["hi"] > 0
+    ref_a = ("refctx", "alibi", 4 * L)
+    x, _, _ = R.paired_chunks(results, ref_a, ref_a, (4 * L, L), "far")
+    assert (x.mean(axis=1) < 0).all() and by["ctx_alibi_self"]["holds"]
+    assert -0.001 < by["ctx_alibi_self"]["hi"] < 0  # why no share of it is given
     for enc in ("rope", "alibi"):
-        c = by[f"ctx_{enc}_self_2L"]
-        assert c["lo"] < 0 < c["hi"] and not c["holds"], enc
+        assert by[f"ctx_{enc}_ref"]["mean"] / by[f"ctx_{enc}_self"]["mean"] > 20, enc
+    # the references trained at 2L, reading 2L instead of L: ALiBi's small gain separated,
+    # RoPE's interval holding zero
+    assert by["ctx_alibi_self_2L"]["holds"] and by["ctx_alibi_self_2L"]["mean"] > -0.005
+    c = by["ctx_rope_self_2L"]
+    assert c["lo"] < 0 < c["hi"] and not c["holds"]
     # the models trained at L: ALiBi's change on the far targets not separated from zero,
     # the T5 bias and NoPE worse
     own = {e: R.difference(results, ("lm", e), ("lm", e), (4 * L, L), "far")
@@ -687,6 +720,9 @@ def test_statements_beside_the_claims(results, lengths, claims):
           for a in FINISHED_ARMS}
     for arm in ("ntk", "yarn"):
         assert abs(ft[arm][n_ft] - ft["plain"][n_ft]) < 0.01
+        # on ten seeds, an interval that holds zero and excludes a difference past 0.01
+        c = R.difference(results, ("ft", arm), ("ft", "plain"), n_ft)
+        assert len(c["seeds"]) == 10 and -0.01 < c["lo"] < 0 < c["hi"] < 0.01, arm
     assert ft["pi"][n_ft] > ft["plain"][n_ft]
     assert min(ft, key=lambda a: ft[a][2 * n_ft]) == "plain"
     # no model, fine-tuned or not, retrieves a passkey from the text

@@ -67,6 +67,24 @@ def _by_seed(runs, where, metric):
     return [metric(x) for x in sorted((x for x in runs if where(x)), key=lambda x: x["seed"])]
 
 
+def _further_seeds(cfg: dict) -> str:
+    """`` (and [5, ...] for ...)``: the seeds beyond the protocol's own, and what has them
+    (the language models of ``lm_more_seeds``, the references, the fine-tuning arms of
+    ``finetune_more_seeds``); empty where nothing does."""
+    own = set(cfg["seeds"])
+    parts = []
+    lm = cfg.get("lm_more_seeds") or {}
+    if lm.get("seeds") and lm.get("encodings"):
+        parts.append(f"{lm['seeds']} for {', '.join(lm['encodings'])}")
+    ref = [s for s in (cfg.get("references") or {}).get("seeds", []) if s not in own]
+    if ref:
+        parts.append(f"{ref} for the references")
+    ft = cfg.get("finetune_more_seeds") or {}
+    if ft.get("seeds") and ft.get("arms"):
+        parts.append(f"{ft['seeds']} for the fine-tuning arms {', '.join(ft['arms'])}")
+    return f" (and {'; '.join(parts)})" if parts else ""
+
+
 def write_markdown(results: dict) -> str:
     p = results["provenance"]
     c = results["corpus"]
@@ -80,9 +98,8 @@ def write_markdown(results: dict) -> str:
         "often beside other work; experiments/recheck-cpu.json re-times a run from nothing). "
         f"Corpus: {c['package']} {c['version']}, test "
         f"{c['test']['files']} files / {c['test']['bytes']} bytes (sha256 "
-        f"{c['test']['sha256'][:12]}...). Seeds {results['config']['seeds']} (and "
-        f"{(results['config'].get('lm_more_seeds') or {}).get('seeds', [])} for "
-        f"{', '.join((results['config'].get('lm_more_seeds') or {}).get('encodings', []))}); "
+        f"{c['test']['sha256'][:12]}...). Seeds {results['config']['seeds']}"
+        f"{_further_seeds(results['config'])}; "
         "mean and 95 % t interval over seeds. Not finished: "
         f"{', '.join(sorted(results.get('pending') or {})) or 'nothing'}.",
         "",
