@@ -612,6 +612,13 @@ def test_statements_beside_the_claims(results, lengths, claims):
     assert -0.001 < by["ctx_alibi_self"]["hi"] < 0  # why no share of it is given
     for enc in ("rope", "alibi"):
         assert by[f"ctx_{enc}_ref"]["mean"] / by[f"ctx_{enc}_self"]["mean"] > 20, enc
+    # the share of the reference's gain the model trained at L recovers: ALiBi's interval
+    # from below 0 to above 1 (no useful interval), RoPE's over a hundred times the wrong way
+    share = {e: R.context_share(results, e, 4 * L) for e in ("alibi", "rope")}
+    assert share["alibi"]["lo"] < 0 < share["alibi"]["share"] < 1 < share["alibi"]["hi"]
+    assert share["rope"]["share"] < share["rope"]["hi"] < -100
+    # ... and the same resampling gives the same interval (a fixed bootstrap seed)
+    assert R.context_share(results, "alibi", 4 * L) == share["alibi"]
     # the references trained at 2L, reading 2L instead of L: ALiBi's small gain separated,
     # RoPE's interval holding zero
     assert by["ctx_alibi_self_2L"]["holds"] and by["ctx_alibi_self_2L"]["mean"] > -0.005
@@ -750,6 +757,13 @@ def test_accessors_reject_bad_input(results):
         R.finetune_values(results, "longrope", 128)
     with pytest.raises(ValueError, match="schema 3"):
         R.check({"schema": 2})
+    with pytest.raises(ValueError, match=r"n must be the length of a reference of 't5'"):
+        R.context_share(results, "t5", 512)
+    with pytest.raises(ValueError, match=r"n must be the length of a reference of 'alibi' "
+                                         r"\(\[256, 512\]\), got 1024"):
+        R.context_share(results, "alibi", 1024)
+    with pytest.raises(ValueError, match="n_boot must be an integer >= 100"):
+        R.context_share(results, "alibi", 512, n_boot=10)
     with pytest.raises(ValueError, match="a recheck file must have 'provenance' and 'units'"):
         pf.load_experiment_recheck(ROOT / "experiments" / "results.json")
     assert results["passkey"] is not None

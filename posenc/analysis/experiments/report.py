@@ -658,6 +658,45 @@ def claim_family(results) -> list[tuple]:
     return [c for c in fam if _testable(results, c, head)]
 
 
+def context_share(results, encoding: str, n: int, *, n_boot: int = 2000,
+                  seed: int = 0) -> dict:
+    """The share of a reference's gain from the longer history that the model trained at
+    the training length ``L`` recovers, on the far-identifier targets: (the ``encoding``
+    model trained at ``L`` reading ``n`` bytes minus reading ``L``) over (the reference
+    trained at ``n`` reading ``n`` minus reading ``L``), the issue's measure of context
+    that pays.  The two are different models, so a bootstrap replicate resamples each
+    side's seeds on its own and the test files once for both (a file's chunks together,
+    as :func:`stats.bootstrap` does), and takes the ratio of the means.  Returns
+    ``{"share", "lo", "hi"}`` (a 95 % percentile interval) and each side's seeds."""
+    cfg = results["config"]
+    L = cfg["lm"]["train_length"]
+    if not isinstance(n_boot, int) or n_boot < 100:
+        raise ValueError(f"n_boot must be an integer >= 100, got {n_boot!r}")
+    refs = {r["train_length"] for r in _references(results, "refctx")
+            if r["encoding"] == encoding}
+    if n not in refs:
+        raise ValueError(f"n must be the length of a reference of {encoding!r} "
+                         f"({sorted(refs)}), got {n!r}")
+    own, own_files, own_seeds = paired_chunks(results, ("lm", encoding), ("lm", encoding),
+                                              (n, L), "far")
+    ref, ref_files, ref_seeds = paired_chunks(results, ("refctx", encoding, n),
+                                              ("refctx", encoding, n), (n, L), "far")
+    if not np.array_equal(own_files, ref_files):
+        raise ValueError("the model and its reference must be read on the same chunks")
+    rng = np.random.default_rng(seed)
+    members = [np.flatnonzero(own_files == f) for f in np.unique(own_files)]
+    shares = np.empty(n_boot)
+    for i in range(n_boot):
+        cols = np.concatenate([members[j] for j in rng.integers(0, len(members),
+                                                                  len(members))])
+        a = own[rng.integers(0, len(own_seeds), len(own_seeds))][:, cols].mean()
+        b = ref[rng.integers(0, len(ref_seeds), len(ref_seeds))][:, cols].mean()
+        shares[i] = a / b
+    lo, hi = np.percentile(shares, [2.5, 97.5])
+    return {"share": float(own.mean() / ref.mean()), "lo": float(lo), "hi": float(hi),
+            "seeds": own_seeds, "ref_seeds": ref_seeds}
+
+
 def close_calls(results) -> list[dict]:
     """The claims of :func:`claim_family` too close to rank on the protocol's own seeds
     (``config["seeds"]``, five in the full tier): the two sides' means at the claim's
