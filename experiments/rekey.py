@@ -2,6 +2,7 @@
 
     python experiments/rekey.py --from CODE            check, then rewrite in place
     python experiments/rekey.py --from CODE --dry-run  check only
+    python experiments/rekey.py --from A --from B      two stages' code at once
 
 A unit's digest hashes its parameters and its stage's code
 (:func:`posenc.analysis.experiments.units.stage_code`), so any edit to the code a stage
@@ -151,7 +152,9 @@ def main(argv=None) -> int:
     from experiments import run as R
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--from", dest="old", required=True, help="the code hash to re-key from")
+    ap.add_argument("--from", dest="old", required=True, action="append",
+                    help="a code hash to re-key from (repeatable: stages whose code changed "
+                         "together, one importing the other, are re-keyed in one run)")
     ap.add_argument("--units", type=Path, default=ROOT / "experiments" / "units" / "cpu")
     ap.add_argument("--cache", type=Path, default=ROOT / "experiments" / ".cache",
                     help="cached weights (renamed to the new digests)")
@@ -160,9 +163,10 @@ def main(argv=None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="check, write nothing")
     args = ap.parse_args(argv)
     files = {p: json.loads(p.read_text()) for p in sorted(args.units.glob("*.json"))}
-    old = {p: u for p, u in files.items() if u.get("code") == args.old}
-    if not old:
-        ap.error(f"--from {args.old}: no unit in {args.units} has that code hash")
+    missing = [c for c in args.old if not any(u.get("code") == c for u in files.values())]
+    if missing:
+        ap.error(f"--from {', '.join(missing)}: no unit in {args.units} has that code hash")
+    old = {p: u for p, u in files.items() if u.get("code") in args.old}
     # a unit of another stage that reads a model re-keyed here (an evaluation of it) reads
     # that model's new digest, so it is re-keyed as well
     grew = True
@@ -176,7 +180,8 @@ def main(argv=None) -> int:
     others = [u for p, u in files.items() if p not in old]
     rekeyed, moved = rekey(list(old.values()), others)
     check = sample(rekeyed)
-    print(f"{len(rekeyed)} units under code {args.old} or reading its models; checking "
+    print(f"{len(rekeyed)} units under code {', '.join(args.old)} or reading their models; "
+          f"checking "
           f"{len(check)}: "
           + ", ".join(check), flush=True)
     with tempfile.TemporaryDirectory() as tmp:

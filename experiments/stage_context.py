@@ -2,7 +2,8 @@
 ``f`` times the training length, :meth:`experiments.stage_lm.Runner.references`) read
 again at every evaluation length up to its own, in one unit: the same weights, the same
 target bytes at every length, so the only thing that changes is how much history precedes
-them.  Keyed on its own import closure, so adding it left every other unit as it was.
+them.  Keyed on its own import closure (with the language models' stage, whose ``Runner``
+loads the weights), so adding it left every other unit as it was.
 
 The question is the one a comparison *between* models cannot answer cleanly: a reference
 trained at ``4 L`` reading ``4 L`` against a model trained at ``L`` reading ``L`` also
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 
+from experiments.stage_lm import Runner
 from posenc.analysis.experiments import train as T
 
 
@@ -27,7 +29,7 @@ def weights_digest(model) -> str:
     return h.hexdigest()[:12]
 
 
-def reference_context(runner, references: list[dict]) -> list[dict]:
+def reference_context(runner: Runner, references: list[dict]) -> list[dict]:
     """For each reference of ``references`` (the stage's stored runs), its losses at every
     evaluation length up to its training length, from one load of its weights (unit
     ``refctx-<reference key>``)."""

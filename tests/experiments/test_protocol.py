@@ -167,8 +167,8 @@ def test_each_stage_is_keyed_on_its_own_import_closure(tmp_path):
     assert real["lm"] < real["lmrates"]
     # every stage whose units train or load a model through the language models' Runner
     # is keyed on that code too (the references' check trains with Runner.lm_train)
-    assert all(real["lm"] < real[s] for s in ("finetune", "refrates", "ablrates",
-                                               "lmrates", "gpu"))
+    assert all(real["lm"] < real[s] for s in ("finetune", "context", "refrates",
+                                               "ablrates", "lmrates", "gpu"))
 
 
 def _age(units_dir: Path, cache: Path, old: str, seeds) -> dict:
