@@ -253,6 +253,43 @@ def test_rekey_carries_units_across_a_layout_change_only_if_a_rerun_agrees(tmp_p
         got = json.loads((units / fname).read_text())
         assert {k: v for k, v in got.items() if k != "rekeyed"} == unit, fname
         assert (got["rekeyed"]["from_code"] == "0ldtasks0ld0") == (fname in tasks)
+    # two stages at once, each under an older code of its own (the references'
+    # re-reading and their rate check, which imports it, change together): one run with
+    # --from twice carries both and the evaluations that read their models; a code that no
+    # unit has is an error naming it, and nothing is written
+    old_codes = {"context": "0ldctx0ldctx", "refrates": "0ldref0ldref"}
+    assert {U.stage_of(u["key"]) for u in fresh.values()} >= set(old_codes)
+    moved: dict[str, str] = {}
+    current = {p.name: json.loads(p.read_text()) for p in units.glob("*.json")}
+    for name, u in sorted(current.items(),
+                          key=lambda kv: isinstance(kv[1]["params"].get("model"), str)):
+        params = {**u["params"]}
+        read = params.get("model")  # a digest where the unit reads a trained model
+        if isinstance(read, str) and read in moved:
+            params["model"] = moved[read]
+        code = old_codes.get(U.stage_of(u["key"]), u["code"])
+        if (code, params) == (u["code"], u["params"]):
+            continue
+        new = {**u, "params": params, "code": code, "digest": U.digest(params, code)}
+        moved[u["digest"]] = new["digest"]
+        (units / name).write_text(json.dumps(new))
+        for w in cache.glob(f"{u['key']}-{u['digest']}.pt"):
+            w.rename(cache / f"{u['key']}-{new['digest']}.pt")
+    aged = {p.name: p.read_text() for p in units.glob("*.json")}
+    both = [*rekey[:2], "--from", old_codes["context"], "--from", old_codes["refrates"],
+            *rekey[4:]]
+    proc = subprocess.run([*both[:6], "--from", "n0suchc0de00", *both[6:]], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 2 and "--from n0suchc0de00: no unit in" in proc.stderr
+    assert {p.name: p.read_text() for p in units.glob("*.json")} == aged
+    proc = subprocess.run(both, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "under code 0ldctx0ldctx, 0ldref0ldref or reading their models" in proc.stdout
+    for fname, unit in fresh.items():
+        got = json.loads((units / fname).read_text())
+        assert {k: v for k, v in got.items() if k != "rekeyed"} == unit, fname
+        assert (got["rekeyed"]["from_code"] in old_codes.values()) == (
+            U.stage_of(unit["key"]) in old_codes), fname
 
 
 def test_rekey_maps_a_task_unit_to_its_own_rate_and_needs_that_rate():
