@@ -1,4 +1,5 @@
-"""The synthetic tasks' stage (copy and passkey).  Keyed on its own import closure, so its
+"""The synthetic tasks' stage (copy and passkey).  Keyed on its own import closure (with the
+language models' stage, whose ``Runner`` builds each task model's configuration), so its
 protocol can change without making the language models stale.
 
 The protocol, for each task and encoding (the embedding scale is the one tuned on the
@@ -23,10 +24,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from experiments.stage_lm import Runner
 from posenc.analysis.experiments import tasks as K
 
 
-def task_unit(runner, name: str, key: str, enc: str, seed: int, lr: float,
+def task_unit(runner: Runner, name: str, key: str, enc: str, seed: int, lr: float,
               lm_chosen: dict, steps: int | None = None, warmup: int | None = None) -> dict:
     """One run of task ``name`` (see the module's docstring): encoding ``enc``, ``seed``
     and rate ``lr``, trained to the target or the cap (the task's ``steps``, or
@@ -82,7 +84,7 @@ def task_unit(runner, name: str, key: str, enc: str, seed: int, lr: float,
                                  "embed_scale": lm_chosen[enc]["embed_scale"]})
 
 
-def task(runner, name: str, lm_chosen: dict) -> dict:
+def task(runner: Runner, name: str, lm_chosen: dict) -> dict:
     """Train and test one synthetic task (see the module's docstring)."""
     tc = runner.config[name]
     grid, chosen, runs = [], {}, []
