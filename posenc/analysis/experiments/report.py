@@ -663,7 +663,7 @@ def context_share(results, encoding: str, n: int, *, n_boot: int = 2000,
     """The share of a reference's gain from the longer history that the model trained at
     the training length ``L`` recovers, on the far-identifier targets: (the ``encoding``
     model trained at ``L`` reading ``n`` bytes minus reading ``L``) over (the reference
-    trained at ``n`` reading ``n`` minus reading ``L``), the issue's measure of context
+    trained at ``n`` reading ``n`` minus reading ``L``), the protocol's measure of context
     that pays.  The two are different models, so a bootstrap replicate resamples each
     side's seeds on its own and the test files once for both (a file's chunks together,
     as :func:`stats.bootstrap` does), and takes the ratio of the means.  Returns
