@@ -666,6 +666,13 @@ def test_statements_beside_the_claims(results, lengths, claims):
         sd = R.summarise([r["valid"] for r in R.lm_rows(results, enc) if r["seed"] < 5])["sd"]
         best = grid[(pick["lr"], pick["embed_scale"])]
         assert sum(v - best <= sd for v in grid.values()) == 1 + (enc in rivals), enc
+    # the fine-tuning's rates by the same yardstick: no arm has a rival, and the closest
+    # call (the one the chapter names) is static NTK's next rate up, 0.027
+    margins = {m["arm"]: m for m in R.finetune_rate_margin(results)}
+    assert list(margins) == ["plain", "pi", "ntk", "yarn"]
+    assert all(m["rivals"] == [] and m["gap"] > m["spread"] for m in margins.values())
+    closest = min(margins.values(), key=lambda m: m["gap"] / m["spread"])
+    assert (closest["arm"], closest["lr"], closest["runner_up"]) == ("ntk", 0.009, 0.027)
     # the ablation's rate check: the first rate is the best for every arm but base 10^6 at
     # head width 64, which a higher rate trains better on seed 0 by less than the seeds'
     # spread; its retrained seeds, the ones the page reads, are worse at L in most seeds
@@ -797,6 +804,12 @@ def test_accessors_reject_bad_input(results):
     with pytest.raises(ValueError, match=r"results must hold the check of seed 0's choice"):
         R.lm_rival_check({**results, "lm_rivals": None})
     assert R.lm_rival_check({**results, "lm_rivals": {"rivals": [], "runs": []}}) == []
+    with pytest.raises(ValueError, match=r"results must hold a finished fine-tuning arm"):
+        R.finetune_rate_margin({**results, "finetune": []})
+    one_rate = [g for g in results["finetune_grid"] if g["arm"] != "pi" or g["lr"] == 0.009]
+    with pytest.raises(ValueError, match=r"finetune_grid must hold the chosen rate and "
+                       r"another for arm 'pi'.*got rates \[0\.009\]"):
+        R.finetune_rate_margin({**results, "finetune_grid": one_rate})
     with pytest.raises(ValueError, match=r"results must hold the ablation's rate check"):
         R.ablation_rate_check({**results, "ablation_rates": {"grid": [], "chosen": []}})
     with pytest.raises(ValueError, match=r"n must be a length the reference was read at, "

@@ -265,6 +265,49 @@ def finetune_arms(results) -> list[str]:
     return [a for a in results["config"]["finetune"]["arms"] if a in done]
 
 
+def finetune_rate_margin(results) -> list[dict]:
+    """Seed 0's choice of each fine-tuning arm's rate held to the yardstick of the language
+    models' check (:func:`lm_rival_check`): one dict per finished arm with ``arm``, ``lr``
+    (the chosen rate), ``spread`` (the standard deviation of the validation loss at that
+    rate over the protocol's seeds, ``config["seeds"]``), ``runner_up`` and ``gap`` (the
+    grid's next-best rate on seed 0 and how much worse its validation loss is) and
+    ``rivals`` (the grid's other rates within ``spread`` of the chosen one on seed 0, which
+    seed 0 alone could not separate from it).  ``ValueError`` if the file holds no finished
+    arm, or an arm's grid has a single rate or fewer than two of the protocol's seeds.
+
+    >>> res = {"schema": SCHEMA, **{k: {} for k in SECTIONS},
+    ...        "config": {"seeds": [0, 1, 2], "finetune": {"arms": ["plain"]}},
+    ...        "finetune_rates": {"plain": 0.01},
+    ...        "finetune_grid": [{"arm": "plain", "lr": 0.01, "valid": 2.00},
+    ...                          {"arm": "plain", "lr": 0.03, "valid": 2.05}],
+    ...        "finetune": [{"arm": "plain", "seed": s, "valid": v}
+    ...                     for s, v in [(0, 2.00), (1, 2.02), (2, 2.04), (5, 3.0)]]}
+    >>> m = finetune_rate_margin(res)[0]
+    >>> m["runner_up"], round(m["gap"], 3), round(m["spread"], 3), m["rivals"]
+    (0.03, 0.05, 0.02, [])
+    """
+    check(results)
+    arms = finetune_arms(results)
+    if not arms:
+        raise ValueError("results must hold a finished fine-tuning arm (finetune)")
+    seeds = set(results["config"]["seeds"])
+    out = []
+    for arm in arms:
+        lr = results["finetune_rates"][arm]
+        grid = {g["lr"]: g["valid"] for g in results["finetune_grid"] if g["arm"] == arm}
+        own = [r["valid"] for r in results["finetune"] if r["arm"] == arm and r["seed"] in seeds]
+        if len(grid) < 2 or lr not in grid or len(own) < 2:
+            raise ValueError(f"finetune_grid must hold the chosen rate and another for arm "
+                             f"{arm!r}, and finetune two of the protocol's seeds; got rates "
+                             f"{sorted(grid)} and {len(own)} seeds")
+        spread = float(np.std(own, ddof=1))
+        others = sorted((v - grid[lr], r) for r, v in grid.items() if r != lr)
+        out.append({"arm": arm, "lr": lr, "spread": spread, "runner_up": others[0][1],
+                    "gap": float(others[0][0]),
+                    "rivals": sorted(r for g, r in others if g <= spread)})
+    return out
+
+
 def finetune_values(results, arm: str, n: int, metric: str = "target") -> list:
     """Per-seed loss after fine-tuning at the longer length with ``arm``."""
     return _series_values(results, ("ft", arm), n, metric)
