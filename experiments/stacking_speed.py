@@ -6,13 +6,16 @@
 Times the CPU tier's language-model step (its model, batch and window) for five seeds
 trained one after another (:func:`~posenc.analysis.experiments.train.train_lm`) against
 the same five stacked (:func:`~posenc.analysis.experiments.stacked.train_lm`, with
-``torch.func.vmap`` and with a plain loop over the stack), side by side in one process, and
-prints milliseconds per step of all five seeds and the ratio serial / stacked as JSON,
+``torch.func.vmap`` and with a plain loop over the stack), and against one model compiled
+with ``torch.compile`` (its steps after ``WARMUP`` steps of compiling, times five: the
+compile time itself is left out, which favours compiling), side by side in one process, and
+prints milliseconds per step of all five seeds and the ratios serial / stacked and
+serial / compiled as JSON,
 with its provenance (commit, machine, versions); ``--into FILE`` also stores that under
 ``"stacking"`` in an existing JSON file (the recheck's, which times this machine too).
 Issue 31 asks for the CPU tier in about three hours of one core by stacking seeds; this is
-the measurement that says whether stacking can deliver that here.  It trains nothing that
-is kept.
+the measurement that says whether stacking, or compiling, can deliver that here.  It
+trains nothing that is kept.
 """
 
 from __future__ import annotations
@@ -28,12 +31,19 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
+#: steps a compiled model takes before it is timed (compiling happens in the first)
+WARMUP = 5
+
+
 def measure(steps: int, device: str = "cpu", seeds=(0, 1, 2, 3, 4)) -> dict:
-    """Milliseconds per step (all seeds) serial, stacked with vmap, stacked with a loop."""
+    """Milliseconds per step (all seeds) serial, stacked with vmap, stacked with a loop, and
+    compiled (one model's step after :data:`WARMUP` steps, times the number of seeds)."""
+    import torch
+
     from experiments.run import CPU
     from posenc.analysis.experiments import stacked, train
     from posenc.analysis.experiments.corpus import load_corpus
-    from posenc.analysis.experiments.models import ModelConfig
+    from posenc.analysis.experiments.models import ModelConfig, TinyDecoder
 
     if not (isinstance(steps, int) and steps >= 1):
         raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
@@ -51,8 +61,16 @@ def measure(steps: int, device: str = "cpu", seeds=(0, 1, 2, 3, 4)) -> dict:
             t = time.perf_counter()
             stacked.train_lm(st, corpus.train, use_vmap=use_vmap, **kw)
             row[name] = (time.perf_counter() - t) / steps * 1e3
+        torch.manual_seed(seeds[0])
+        compiled = torch.compile(TinyDecoder(cfg).to(device))
+        train.train_lm(cfg, corpus.train, seed=seeds[0], model=compiled,
+                       **{**kw, "steps": WARMUP})
+        t = time.perf_counter()
+        train.train_lm(cfg, corpus.train, seed=seeds[0], model=compiled, **kw)
+        row["compiled"] = (time.perf_counter() - t) / steps * 1e3 * len(seeds)
         row["speedup_vmap"] = row["serial"] / row["stacked_vmap"]
         row["speedup_loop"] = row["serial"] / row["stacked_loop"]
+        row["speedup_compiled"] = row["serial"] / row["compiled"]
         out[enc] = {k: round(v, 2) for k, v in row.items()}
     return out
 

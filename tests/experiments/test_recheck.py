@@ -116,3 +116,13 @@ def test_rerun_seconds_times_each_unit_by_its_group_and_refuses_what_it_cannot_t
         rerun_seconds({"unit_seconds": 140.0}, rc)
     with pytest.raises(ValueError, match=r"a unit of every work group.*'passkey-a'"):
         rerun_seconds({"unit_work": {**work, "passkey-a-s1": ["passkey-a", 5]}}, rc)
+
+
+def test_stacking_speed_rejects_bad_input(capsys):
+    from experiments import stacking_speed as SS
+
+    with pytest.raises(ValueError, match=r"steps must be an integer >= 1, got 0"):
+        SS.measure(0)
+    with pytest.raises(SystemExit):
+        SS.main(["--steps", "0"])
+    assert "--steps and --threads must be >= 1, got 0, 1" in capsys.readouterr().err
