@@ -165,9 +165,13 @@ def test_the_recheck_as_the_page_states_it():
     assert set(rows) == {"rope", "alibi", "t5"}
     assert max(max(v["speedup_vmap"], v["speedup_loop"]) for v in rows.values()) < 1.25
     assert min(v["speedup_vmap"] for v in rows.values()) < 1.0
+    # compiling: slower for RoPE and ALiBi, faster only for the T5 bias, and nowhere near
+    # the factor three core-hours would need
+    assert {e for e, v in rows.items() if v["speedup_compiled"] > 1} == {"t5"}
+    assert max(v["speedup_compiled"] for v in rows.values()) < 1.5
     rerun = R.rerun_seconds(results, rc)
     assert set(rerun["kinds"]) == set(results["kind_seconds"])
-    assert 3 * 3600 < rerun["rerun"] < rerun["stored"] / 2
+    assert 2 * 3 * 3600 < rerun["rerun"] < rerun["stored"] / 2
     tasks = sum(v for k, v in rerun["kinds"].items() if k.startswith(("copy", "passkey")))
     assert tasks > rerun["rerun"] / 2
 
