@@ -961,3 +961,48 @@ def test_finetune_more_seeds_trains_further_seeds_models_and_rejects_the_protoco
     # without the section, no arm has further seeds
     Fake.config = {"seeds": [0, 1], "lm": {"steps": 7}}
     assert F.more_models(Fake(), chosen, "plain") == []
+
+
+def test_a_task_grid_is_refined_where_seed_0_learned_at_no_rate(monkeypatch):
+    """stage_tasks.task with the training stubbed: an encoding whose seed 0 learned at no
+    rate of the grid gets the log-midpoints around its best rate as well (when the task
+    sets ``refine``), and the choice is made again over all of them; an encoding that
+    learned, or a task without ``refine``, trains the grid alone."""
+    sys.path.insert(0, str(ROOT))
+    from experiments import stage_tasks as ST
+
+    # nope learns only at 0.0173 (a midpoint), rope at 0.01 on the grid
+    outcome = {("nope", 0.0173): (True, 900, 0.991), ("rope", 0.01): (True, 400, 0.995),
+               ("nope", 0.03): (False, 300, 0.8)}
+    calls = []
+
+    def fake_unit(runner, name, key, enc, seed, lr, lm_chosen, steps=None, warmup=None):
+        calls.append(key)
+        learned, st, valid = outcome.get((enc, lr), (False, 300, 0.1))
+        return {"encoding": enc, "seed": seed, "lr": lr, "learned": learned, "steps": st,
+                "valid": valid}
+
+    monkeypatch.setattr(ST, "task_unit", fake_unit)
+
+    class Fake:
+        encodings = ("rope", "nope")
+        config = {"seeds": [0, 1],
+                  "copy": {"lrs": [1e-3, 1e-2, 3e-2, 1e-1], "refine": True}}
+
+    out = ST.task(Fake(), "copy", {})
+    assert out["chosen"] == {"rope": {"lr": 0.01, "learned": True},
+                             "nope": {"lr": 0.0173, "learned": True}}
+    assert [k for k in calls if "grid" in k] == [
+        "copygrid-rope-lr0.001", "copygrid-rope-lr0.01", "copygrid-rope-lr0.03",
+        "copygrid-rope-lr0.1", "copygrid-nope-lr0.001", "copygrid-nope-lr0.01",
+        "copygrid-nope-lr0.03", "copygrid-nope-lr0.1", "copygrid-nope-lr0.0173",
+        "copygrid-nope-lr0.0548"]
+    assert "copy-nope-s1" in calls and len(out["grid"]) == 10
+    # without refine, the grid alone: nope's best is the unlearned 0.03
+    calls.clear()
+    Fake.config = {"seeds": [0, 1], "copy": {"lrs": [1e-3, 1e-2, 3e-2, 1e-1]}}
+    out = ST.task(Fake(), "copy", {})
+    assert out["chosen"]["nope"] == {"lr": 0.03, "learned": False}
+    assert not any("0.0173" in k or "0.0548" in k for k in calls)
+    with pytest.raises(ValueError, match=r"lr must be a rate of the grid"):
+        ST.midpoints([1e-3, 1e-2], 5e-3)
