@@ -110,6 +110,7 @@ from experiments.stage_ablrates import ablation_rates  # noqa: E402
 from experiments.stage_lmrates import rivals  # noqa: E402
 from experiments.stage_taskrates import task_caps, task_rates, task_warmups  # noqa: E402
 from experiments.stage_tasks import task  # noqa: E402
+from experiments.taskgrid import refine  # noqa: E402
 
 SCHEMA = 3
 
@@ -446,6 +447,10 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
             return default
     lm = r.lm()
     chosen = lm["chosen"]
+
+    def task_part(name):
+        # the task's stage, its grid refined where seed 0 learned at no rate (taskgrid)
+        return part(name, lambda: refine(r, name, chosen, task(r, name, chosen)), None)
     # does seed 0's choice hold on the other seeds? its close rivals on every seed
     lm_rivals = part("lm_rivals", lambda: rivals(r, lm), {"rivals": [], "runs": []})
     rope = "rope" in chosen
@@ -494,9 +499,9 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
         "finetune_grid": ft["grid"],
         "finetune_rates": ft["rates"],
         "probes": ft["probes"],
-        "copy": (part("copy", lambda: task(r, "copy", chosen), None)
+        "copy": (task_part("copy")
                  if "copy" in stages else None),
-        "passkey": (part("passkey", lambda: task(r, "passkey", chosen), None)
+        "passkey": (task_part("passkey")
                     if "passkey" in stages else None),
         "lm_edge": r.lm_edge(chosen),
         "lm_more_seeds": (part("lm_more_seeds", lambda: more_seeds(r, config, chosen), [])

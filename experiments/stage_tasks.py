@@ -7,13 +7,9 @@ language model):
 
 * **rates**: seed 0 is trained at every rate of the task's ``lrs`` (log-spaced); the
   chosen rate is the one that reaches the target accuracy in the fewest steps, or, where
-  none reaches it, the one with the best in-distribution accuracy at the cap.  Where none
-  reaches it and the task's ``refine`` is set, the grid is refined once around that best
-  rate: seed 0 is also trained at the log-midpoints between it and each of its grid
-  neighbours (:func:`midpoints`), and the choice is made again over all of them, so
-  "learned at no rate" is not an artefact of a grid too coarse to find a narrow optimum.
-  A unit is keyed on its own rate, not on the grid, so widening or refining the grid
-  trains only the new rates (and the seeds of an encoding whose choice moves);
+  none reaches it, the one with the best in-distribution accuracy at the cap.  A unit is
+  keyed on its own rate, not on the grid, so widening the grid trains only the new rates
+  (and the seeds of an encoding whose choice moves);
 * **training to a target**: every ``check_every`` steps the in-distribution validation
   accuracy (per symbol, teacher-forced, on sequences drawn like the training ones from a
   stream no training batch uses) is measured, and training stops once it reaches
@@ -25,8 +21,6 @@ language model):
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -85,7 +79,7 @@ def task_unit(runner: Runner, name: str, key: str, enc: str, seed: int, lr: floa
     # keyed on the unit's own rate and the section less its grid, so a grid that grows
     # leaves the units it already holds valid (the section passed here replaces the
     # whole one the runner would add)
-    section = {k: v for k, v in tc.items() if k not in ("lrs", "refine")}
+    section = {k: v for k, v in tc.items() if k != "lrs"}
     return runner.unit(key, fn, {name: section, "lr": lr,
                                  "embed_scale": lm_chosen[enc]["embed_scale"]})
 
@@ -97,35 +91,14 @@ def task(runner: Runner, name: str, lm_chosen: dict) -> dict:
     for enc in runner.encodings:
         cands = [task_unit(runner, name, f"{name}grid-{enc}-lr{lr:g}", enc, 0, lr,
                            lm_chosen) for lr in tc["lrs"]]
-        best = min(cands, key=rank)
-        if not best["learned"] and tc.get("refine"):
-            cands += [task_unit(runner, name, f"{name}grid-{enc}-lr{lr:g}", enc, 0, lr,
-                                lm_chosen) for lr in midpoints(tc["lrs"], best["lr"])]
-            best = min(cands, key=rank)
         grid += cands
+        best = min(cands, key=rank)
         chosen[enc] = {"lr": best["lr"], "learned": best["learned"]}
         runs.append(best)
         for seed in runner.config["seeds"][1:]:
             runs.append(task_unit(runner, name, f"{name}-{enc}-s{seed}", enc, seed,
                                   best["lr"], lm_chosen))
     return {"grid": grid, "chosen": chosen, "runs": runs}
-
-
-def midpoints(lrs, lr: float) -> list[float]:
-    """The log-midpoints (geometric means, to three significant digits) between rate ``lr``
-    of grid ``lrs`` and each of its neighbours in the grid (one where ``lr`` is at an edge).
-
-    >>> midpoints([1e-3, 3e-3, 1e-2, 3e-2, 1e-1], 3e-2)
-    [0.0173, 0.0548]
-    >>> midpoints([1e-3, 3e-3], 1e-3)
-    [0.00173]
-    """
-    grid = sorted(float(x) for x in lrs)
-    if float(lr) not in grid:
-        raise ValueError(f"lr must be a rate of the grid {grid}, got {lr!r}")
-    i = grid.index(float(lr))
-    return [float(f"{math.sqrt(grid[j] * grid[i]):.3g}") for j in (i - 1, i + 1)
-            if 0 <= j < len(grid)]
 
 
 def rank(unit: dict) -> tuple:

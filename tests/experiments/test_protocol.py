@@ -964,16 +964,18 @@ def test_finetune_more_seeds_trains_further_seeds_models_and_rejects_the_protoco
 
 
 def test_a_task_grid_is_refined_where_seed_0_learned_at_no_rate(monkeypatch):
-    """stage_tasks.task with the training stubbed: an encoding whose seed 0 learned at no
-    rate of the grid gets the log-midpoints around its best rate as well (when the task
-    sets ``refine``), and the choice is made again over all of them; an encoding that
-    learned, or a task without ``refine``, trains the grid alone."""
+    """taskgrid.refine with the training stubbed: an encoding whose seed 0 learned at no
+    rate of the grid gets the log-midpoints around its best rate as well (when the tier's
+    task_refine names the task), the choice is made again over all of them, and where a
+    midpoint wins the other seeds train at it; an encoding that learned, one whose best
+    stays, or a task task_refine does not name, keeps the stage's result."""
     sys.path.insert(0, str(ROOT))
     from experiments import stage_tasks as ST
+    from experiments import taskgrid as TG
 
-    # nope learns only at 0.0173 (a midpoint), rope at 0.01 on the grid
+    # nope learns only at 0.0173 (a midpoint); t5 learns nowhere, best at 0.01 on the grid
     outcome = {("nope", 0.0173): (True, 900, 0.991), ("rope", 0.01): (True, 400, 0.995),
-               ("nope", 0.03): (False, 300, 0.8)}
+               ("nope", 0.03): (False, 300, 0.8), ("t5", 0.01): (False, 300, 0.9)}
     calls = []
 
     def fake_unit(runner, name, key, enc, seed, lr, lm_chosen, steps=None, warmup=None):
@@ -983,26 +985,31 @@ def test_a_task_grid_is_refined_where_seed_0_learned_at_no_rate(monkeypatch):
                 "valid": valid}
 
     monkeypatch.setattr(ST, "task_unit", fake_unit)
+    monkeypatch.setattr(TG, "task_unit", fake_unit)
 
     class Fake:
-        encodings = ("rope", "nope")
-        config = {"seeds": [0, 1],
-                  "copy": {"lrs": [1e-3, 1e-2, 3e-2, 1e-1], "refine": True}}
+        encodings = ("rope", "nope", "t5")
+        config = {"seeds": [0, 1], "task_refine": ["copy"],
+                  "copy": {"lrs": [1e-3, 1e-2, 3e-2, 1e-1]}}
 
-    out = ST.task(Fake(), "copy", {})
-    assert out["chosen"] == {"rope": {"lr": 0.01, "learned": True},
-                             "nope": {"lr": 0.0173, "learned": True}}
-    assert [k for k in calls if "grid" in k] == [
-        "copygrid-rope-lr0.001", "copygrid-rope-lr0.01", "copygrid-rope-lr0.03",
-        "copygrid-rope-lr0.1", "copygrid-nope-lr0.001", "copygrid-nope-lr0.01",
-        "copygrid-nope-lr0.03", "copygrid-nope-lr0.1", "copygrid-nope-lr0.0173",
-        "copygrid-nope-lr0.0548"]
-    assert "copy-nope-s1" in calls and len(out["grid"]) == 10
-    # without refine, the grid alone: nope's best is the unlearned 0.03
+    res = ST.task(Fake(), "copy", {})
+    assert res["chosen"]["nope"] == {"lr": 0.03, "learned": False}
     calls.clear()
-    Fake.config = {"seeds": [0, 1], "copy": {"lrs": [1e-3, 1e-2, 3e-2, 1e-1]}}
-    out = ST.task(Fake(), "copy", {})
-    assert out["chosen"]["nope"] == {"lr": 0.03, "learned": False}
-    assert not any("0.0173" in k or "0.0548" in k for k in calls)
+    out = TG.refine(Fake(), "copy", {}, res)
+    assert calls == ["copygrid-nope-lr0.0173", "copygrid-nope-lr0.0548", "copy-nope-s1",
+                     "copygrid-t5-lr0.00316", "copygrid-t5-lr0.0173"]
+    assert out["chosen"] == {"rope": {"lr": 0.01, "learned": True},
+                             "nope": {"lr": 0.0173, "learned": True,
+                                      "refined": [0.0173, 0.0548]},
+                             "t5": {"lr": 0.01, "learned": False,
+                                    "refined": [0.00316, 0.0173]}}
+    assert len(out["grid"]) == len(res["grid"]) + 4
+    # nope's runs are now its winning midpoint and seed 1 at it; the others' are unchanged
+    assert [(r["seed"], r["lr"]) for r in out["runs"] if r["encoding"] == "nope"] == [
+        (0, 0.0173), (1, 0.0173)]
+    assert ([r for r in out["runs"] if r["encoding"] != "nope"]
+            == [r for r in res["runs"] if r["encoding"] != "nope"])
+    # a task task_refine does not name keeps the stage's result
+    assert TG.refine(Fake(), "passkey", {}, res) is res
     with pytest.raises(ValueError, match=r"lr must be a rate of the grid"):
-        ST.midpoints([1e-3, 1e-2], 5e-3)
+        TG.midpoints([1e-3, 1e-2], 5e-3)
