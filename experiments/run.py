@@ -151,6 +151,10 @@ CPU = {
                 "depths": [0.1, 0.5, 0.9], "steps": 3000, "batch": 64,
                 "lrs": [1e-3, 3e-3, 1e-2, 3e-2], "target": 0.99, "check_every": 100,
                 "n_valid": 128, "n_eval": 32},
+    # where seed 0 learned a task at no rate of its grid (copy: NoPE; passkey: NoPE and the
+    # sinusoidal model), seed 0 also at the log-midpoints around the best rate
+    # (experiments/taskgrid.py, rule fixed before these runs)
+    "task_refine": ["copy", "passkey"],
     # ten seeds where a ranking at the training length or past it is within about one seed
     # standard deviation on the first five (seed 0's grid and seeds 1-4, code 16262a7eca1f):
     # RoPE and T5 at 128 (gap 0.014, sd 0.012), RoPE and sinusoidal at 256 (0.015, 0.17)
@@ -223,6 +227,7 @@ QUICK = {
     "passkey": {"total": [12, 16], "eval_totals": [16, 32], "depths": [0.1, 0.9], "steps": 6,
                 "batch": 4, "lrs": [1e-3, 3e-3], "target": 0.99, "check_every": 2,
                 "n_valid": 8, "n_eval": 4},
+    "task_refine": ["copy"],
 }
 # The GPU tier's plan at a tiny size, so that its code path is tested on a CPU.
 GPUQUICK = {

@@ -315,6 +315,9 @@ def test_scaling_arms_are_the_papers_rules():
 
 
 def test_quick_run_end_to_end(tmp_path):
+    sys.path.insert(0, str(ROOT))
+    from experiments.stage_tasks import rank
+
     proc = subprocess.run(
         [sys.executable, str(ROOT / "experiments" / "run.py"), "--quick", "--no-progress",
          "--out", str(tmp_path)],
@@ -488,9 +491,22 @@ def test_quick_run_end_to_end(tmp_path):
             assert x["learned"] == (x["valid"] >= tc["target"])
             assert [c[0] for c in x["checks"]] == list(
                 range(tc["check_every"], x["steps"] + 1, tc["check_every"]))
-        # the rate grid ran on seed 0 for every encoding
-        assert sorted(g["lr"] for g in r[task]["grid"]) == sorted(
-            tc["lrs"] * len(ENCODINGS))
+        # the rate grid ran on seed 0 for every encoding, refined (taskgrid) where the tier
+        # names the task and seed 0 learned at no rate: the log-midpoints around its best
+        refined = {e: c["refined"] for e, c in r[task]["chosen"].items() if "refined" in c}
+        if task in r["config"].get("task_refine", []):
+            assert set(refined) == {e for e in ENCODINGS
+                                    if not any(g["learned"] for g in r[task]["grid"]
+                                               if g["encoding"] == e)}
+            assert refined, "the quick run should exercise the refinement"
+        else:
+            assert refined == {}
+        for e in ENCODINGS:
+            lrs = [g["lr"] for g in r[task]["grid"] if g["encoding"] == e]
+            assert sorted(lrs) == sorted(tc["lrs"] + refined.get(e, [])), e
+            best = min((g for g in r[task]["grid"] if g["encoding"] == e), key=rank)
+            assert r[task]["chosen"][e]["lr"] == best["lr"]
+            assert {x["lr"] for x in r[task]["runs"] if x["encoding"] == e} == {best["lr"]}
         # the checks (stage_taskrates): other rates seed 0 learned at, for an encoding
         # with seeds that did not learn; and every such seed again with twice the cap
         for x in r[task]["rates"]:
