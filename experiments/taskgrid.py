@@ -8,8 +8,9 @@ each encoding whose seed 0 reached the target at no rate of the task's grid, see
 trained at the log-midpoints between the best of those rates and each of its grid
 neighbours (:func:`midpoints`), once.  The choice is then made again over all of them by
 the stage's own ranking (:func:`experiments.stage_tasks.rank`); where a midpoint wins, the
-encoding's other seeds train at it (the stage's own units), as they would had the grid held
-it from the start.  So "learned at no rate" means at no rate of a grid fine enough to find
+encoding's other seeds train at it (the stage's own kind of unit, keyed on the rate as well,
+``{task}-{encoding}-lr{rate}-s{seed}``, so they never take the place of the stage's seeds
+at its own choice, which the stage still trains and the result keeps as ``replaced``).  So "learned at no rate" means at no rate of a grid fine enough to find
 a narrow optimum next to the best one tried, not only at the grid's points.
 """
 
@@ -40,11 +41,13 @@ def midpoints(lrs, lr: float) -> list[float]:
 def refine(runner, name: str, lm_chosen: dict, res: dict) -> dict:
     """The tasks' stage result ``res`` for task ``name`` with its grid refined (see the
     module's docstring) where the tier's ``task_refine`` names the task; ``res`` itself
-    where it does not.  Each refined encoding records ``refined``: the midpoints trained."""
+    where it does not.  Each refined encoding records ``refined``: the midpoints trained;
+    ``replaced`` holds the stage's runs of an encoding whose choice moved."""
     if name not in (runner.config.get("task_refine") or []):
         return res
     lrs = runner.config[name]["lrs"]
     grid, chosen, runs = list(res["grid"]), dict(res["chosen"]), list(res["runs"])
+    replaced: list[dict] = []
     for enc, pick in res["chosen"].items():
         if pick["learned"]:
             continue
@@ -57,7 +60,9 @@ def refine(runner, name: str, lm_chosen: dict, res: dict) -> dict:
         chosen[enc] = {"lr": best["lr"], "learned": best["learned"], "refined": mids}
         if best["lr"] == pick["lr"]:
             continue
+        replaced += [r for r in runs if r["encoding"] == enc]
         runs = [r for r in runs if r["encoding"] != enc] + [best] + [
-            task_unit(runner, name, f"{name}-{enc}-s{seed}", enc, seed, best["lr"], lm_chosen)
+            task_unit(runner, name, f"{name}-{enc}-lr{best['lr']:g}-s{seed}", enc, seed,
+                      best["lr"], lm_chosen)
             for seed in runner.config["seeds"][1:]]
-    return {**res, "grid": grid, "chosen": chosen, "runs": runs}
+    return {**res, "grid": grid, "chosen": chosen, "runs": runs, "replaced": replaced}

@@ -996,8 +996,10 @@ def test_a_task_grid_is_refined_where_seed_0_learned_at_no_rate(monkeypatch):
     assert res["chosen"]["nope"] == {"lr": 0.03, "learned": False}
     calls.clear()
     out = TG.refine(Fake(), "copy", {}, res)
-    assert calls == ["copygrid-nope-lr0.0173", "copygrid-nope-lr0.0548", "copy-nope-s1",
-                     "copygrid-t5-lr0.00316", "copygrid-t5-lr0.0173"]
+    assert calls == ["copygrid-nope-lr0.0173", "copygrid-nope-lr0.0548",
+                     "copy-nope-lr0.0173-s1", "copygrid-t5-lr0.00316", "copygrid-t5-lr0.0173"]
+    # the stage's own runs of nope, at its own choice, are kept as replaced
+    assert [(r["seed"], r["lr"]) for r in out["replaced"]] == [(0, 0.03), (1, 0.03)]
     assert out["chosen"] == {"rope": {"lr": 0.01, "learned": True},
                              "nope": {"lr": 0.0173, "learned": True,
                                       "refined": [0.0173, 0.0548]},
@@ -1009,7 +1011,11 @@ def test_a_task_grid_is_refined_where_seed_0_learned_at_no_rate(monkeypatch):
         (0, 0.0173), (1, 0.0173)]
     assert ([r for r in out["runs"] if r["encoding"] != "nope"]
             == [r for r in res["runs"] if r["encoding"] != "nope"])
-    # a task task_refine does not name keeps the stage's result
+    # a task task_refine does not name keeps the stage's result; so does a task where the
+    # refinement moved no choice, bar the empty record of what it replaced
     assert TG.refine(Fake(), "passkey", {}, res) is res
+    outcome[("nope", 0.0173)] = (False, 300, 0.5)
+    again = TG.refine(Fake(), "copy", {}, res)
+    assert again["runs"] == res["runs"] and again["replaced"] == []
     with pytest.raises(ValueError, match=r"lr must be a rate of the grid"):
         TG.midpoints([1e-3, 1e-2], 5e-3)
