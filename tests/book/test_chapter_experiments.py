@@ -305,14 +305,28 @@ def test_the_page_shows_only_finished_stages(results):
 def _learned_as_stated(results, task, stated):
     """The seeds that learned ``task``, per encoding, are the page's ``stated`` counts;
     every seed (the rate grid's too) trained to the target or to the cap; and, as the page
-    says, no encoding chose the largest rate of the task's grid (nor the smallest)."""
+    says, no encoding chose the largest rate of the task's grid (nor the smallest); the grid
+    refined (experiments/taskgrid.py) exactly where seed 0 learned at no rate, and no
+    refined run learned."""
+    sys.path.insert(0, str(ROOT))
+    from experiments.taskgrid import midpoints
+
     tc = results["config"][task]
     learned = {e: R.task_learned(results, task, e)["k"] for e in ENCODINGS}
     assert learned == stated
+    assert task in results["config"]["task_refine"]
     for enc, chosen in results[task]["chosen"].items():
         assert min(tc["lrs"]) < chosen["lr"] < max(tc["lrs"]), (task, enc)
-        assert {g["lr"] for g in results[task]["grid"] if g["encoding"] == enc} \
-            == set(tc["lrs"])
+        grid = [g for g in results[task]["grid"] if g["encoding"] == enc]
+        on_grid = [g for g in grid if g["lr"] in tc["lrs"]]
+        assert {g["lr"] for g in on_grid} == set(tc["lrs"])
+        if any(g["learned"] for g in on_grid):
+            assert "refined" not in chosen and len(grid) == len(on_grid)
+        else:
+            best = max(on_grid, key=lambda g: g["valid"])["lr"]
+            assert chosen["refined"] == midpoints(tc["lrs"], best)
+            assert sorted(g["lr"] for g in grid) == sorted(tc["lrs"] + chosen["refined"])
+            assert not any(g["learned"] for g in grid)
         assert {r["lr"] for r in results[task]["runs"] if r["encoding"] == enc} \
             == {chosen["lr"]}
     for r in results[task]["runs"] + results[task]["grid"]:
@@ -333,6 +347,10 @@ def _learned_as_stated(results, task, stated):
 def test_the_copy_task_as_the_page_states_it(results):
     cp, learned = _learned_as_stated(results, "copy", {
         "nope": 0, "learned": 5, "sinusoidal": 5, "rope": 5, "alibi": 5, "t5": 5})
+    # only NoPE's grid was refined, and its choice stayed
+    assert {e for e, c in results["copy"]["chosen"].items() if "refined" in c} == {"nope"}
+    assert results["copy"]["chosen"]["nope"]["lr"] == 0.03
+    assert results["copy"]["replaced"] == []
     # nothing for the rate check: NoPE's seed 0 learned at no rate, the others all learned
     assert results["copy"]["rates"] == []
     # and NoPE does not learn with twice the cap either
@@ -381,7 +399,16 @@ def test_the_passkey_task_as_the_page_states_it(results):
     from posenc.analysis.experiments.tasks import KEY, passkey_batch
 
     pk, _ = _learned_as_stated(results, "passkey", {
-        "nope": 0, "learned": 2, "sinusoidal": 2, "rope": 5, "alibi": 5, "t5": 5})
+        "nope": 0, "learned": 2, "sinusoidal": 1, "rope": 5, "alibi": 5, "t5": 5})
+    # NoPE's and the sinusoidal model's grids were refined; NoPE kept its rate, the
+    # sinusoidal model's moved to the midpoint above it, and its seeds there replaced the
+    # stage's seeds at the old rate
+    chosen = results["passkey"]["chosen"]
+    assert {e for e, c in chosen.items() if "refined" in c} == {"nope", "sinusoidal"}
+    assert chosen["nope"]["lr"] == 0.003
+    assert chosen["sinusoidal"]["lr"] == 0.00548 == chosen["sinusoidal"]["refined"][-1]
+    assert {(r["encoding"], r["lr"]) for r in results["passkey"]["replaced"]} == {
+        ("sinusoidal", 0.003)}
     hi = pk["total"][1]
 
     def ext(enc, n):
@@ -389,11 +416,11 @@ def test_the_passkey_task_as_the_page_states_it(results):
 
     # the learned table cannot read past its rows; nothing to extrapolate without a seed
     assert ext("learned", 2 * hi) is None and ext("nope", 2 * hi) is None
-    # the sinusoidal seeds that learned did so near the cap, and retrieve no key past it
+    # the sinusoidal seed that learned (one, "it") retrieves no key past the trained lengths
     assert ext("sinusoidal", 2 * hi)["k"] == 0
     sin_learned = [r for r in results["passkey"]["runs"]
                    if r["encoding"] == "sinusoidal" and r["learned"]]
-    assert min(r["steps"] for r in sin_learned) > 0.9 * pk["steps"]
+    assert len(sin_learned) == 1
     assert all(d["exact"] == 0.0 for r in sin_learned for n, v in r["test"].items()
                if int(n) > hi for d in v.values())
     assert max(r["valid"] for r in results["passkey"]["runs"] if r["encoding"] == "nope") < 0.9
@@ -417,8 +444,8 @@ def test_the_passkey_task_as_the_page_states_it(results):
     assert caps["learned"]["k"] == caps["learned"]["n"] and len(caps["learned"]["rerun"]) == 3
     assert max(r["steps"] for r in results["passkey"]["caps"]
                if r["encoding"] == "learned") < pk["steps"]
-    assert len(caps["sinusoidal"]["within"]) < caps["sinusoidal"]["k"] < caps["sinusoidal"]["n"]
-    assert len(caps["sinusoidal"]["within"]) == 2  # "like the first two"
+    assert len(caps["sinusoidal"]["within"]) < caps["sinusoidal"]["k"] == caps["sinusoidal"]["n"]
+    assert len(caps["sinusoidal"]["within"]) == 1  # "like the first"
     assert caps["nope"]["k"] == 0
     # the sinusoidal seeds that learn with the longer cap retrieve no key past the trained
     # lengths either
@@ -426,11 +453,11 @@ def test_the_passkey_task_as_the_page_states_it(results):
                if r["encoding"] == "sinusoidal" and r["learned"]]
     assert new_sin and all(d["exact"] == 0.0 for r in new_sin for n, v in r["test"].items()
                            if int(n) > hi for d in v.values())
-    # ... and inside the first cap too, so the schedule, not the steps, changed them
-    assert max(r["steps"] for r in new_sin) < pk["steps"]
+    # ... and all past the first cap
+    assert min(r["steps"] for r in new_sin) > pk["steps"]
     # the warm-up check: every seed the longer cap turned, at the first cap with only the
     # longer warm-up: the learned table's all learn (inside the first cap), the sinusoidal
-    # model's none (the slower decay, not the warm-up, made its difference)
+    # model's some but not all
     warm = {r["encoding"]: r for r in R.task_warmup_check(results, "passkey")}
     assert set(warm) == {"learned", "sinusoidal"}
     for enc, row in warm.items():
@@ -438,7 +465,7 @@ def test_the_passkey_task_as_the_page_states_it(results):
         assert row["warmup"] == 2 * pk["steps"] // 10
     assert warm["learned"]["k"] == warm["learned"]["n"] == 3
     assert max(warm["learned"]["steps"]) < pk["steps"]
-    assert warm["sinusoidal"]["k"] == 0 and warm["sinusoidal"]["n"] == 2
+    assert 0 < warm["sinusoidal"]["k"] < warm["sinusoidal"]["n"] == 4
     assert all(r["params"]["passkey"]["steps"] == pk["steps"]
                for r in results["passkey"]["warmups"])
     assert results["copy"]["warmups"] == []  # no copy seed learned only with the longer cap
@@ -475,11 +502,12 @@ def test_the_passkey_task_as_the_page_states_it(results):
     assert depth_mean("rope", 4 * hi, near) < rope[0]
     assert depth_mean("alibi", 2 * hi, far) > 0.5
     assert depth_mean("t5", 2 * hi, far) > depth_mean("t5", 2 * hi, near)
-    # the sinusoidal model's best rate was still climbing at the cap
+    # the sinusoidal model's best seed-0 run ended at the cap short of the target, and is
+    # the run at its chosen rate, which learned with twice the cap
     sin = max((r for r in results["passkey"]["grid"] if r["encoding"] == "sinusoidal"),
               key=lambda r: r["valid"])
-    tail = [v for _, v in sin["checks"][-4:]]
-    assert tail == sorted(tail) and sin["valid"] < pk["target"]
+    assert sin["steps"] == pk["steps"] and sin["valid"] < pk["target"]
+    assert sin["lr"] == chosen["sinusoidal"]["lr"] and 0 in caps["sinusoidal"]["seeds"]
 
 
 # -- the claims --------------------------------------------------------------------------

@@ -232,6 +232,17 @@ def _task_lines(results: dict) -> list[str]:
                 cells.append("–" if ext is None else f"{ext['k']}/{ext['n']}")
             lines.append(f"| {enc} | {got['k']}/{got['n']} [{got['lo']:.2f}, "
                          f"{got['hi']:.2f}] | " + " | ".join(cells) + " |")
+        refined = {e: c for e, c in results[task]["chosen"].items() if "refined" in c}
+        if refined:
+            lines += ["", f"Refined grid ({task}): where seed 0 learned at no rate of the "
+                      "grid, seed 0 also at the log-midpoints around its best rate "
+                      "(experiments/taskgrid.py)", "",
+                      "| encoding | midpoints | chosen rate | seed 0 learned |",
+                      "|---|---|---|---|"]
+            for enc, c in refined.items():
+                mids = ", ".join(f"{x:g}" for x in c["refined"])
+                lines.append(f"| {enc} | {mids} | {c['lr']:g} | "
+                             f"{'yes' if c['learned'] else 'no'} |")
         if results[task].get("rates"):
             lines += ["", f"Rate check ({task}): where some seeds did not learn at the rate "
                       "chosen on seed 0, the seeds that learn at each other rate seed 0 "
