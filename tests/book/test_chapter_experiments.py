@@ -409,6 +409,14 @@ def test_the_passkey_task_as_the_page_states_it(results):
     assert chosen["sinusoidal"]["lr"] == 0.00548 == chosen["sinusoidal"]["refined"][-1]
     assert {(r["encoding"], r["lr"]) for r in results["passkey"]["replaced"]} == {
         ("sinusoidal", 0.003)}
+    # at the old rate 2 of 5 had learned within the cap, at the new one 1 of 5: each count
+    # inside the other's Wilson interval ("a difference five seeds cannot separate")
+    old = [r["learned"] for r in results["passkey"]["replaced"]]
+    new = [r["learned"] for r in results["passkey"]["runs"] if r["encoding"] == "sinusoidal"]
+    assert (sum(old), len(old), sum(new), len(new)) == (2, 5, 1, 5)
+    w_old, w_new = R.stats.wilson(sum(old), len(old)), R.stats.wilson(sum(new), len(new))
+    assert w_old["lo"] <= sum(new) / len(new) <= w_old["hi"]
+    assert w_new["lo"] <= sum(old) / len(old) <= w_new["hi"]
     hi = pk["total"][1]
 
     def ext(enc, n):
