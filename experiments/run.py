@@ -456,6 +456,7 @@ def run(config: dict, *, cache: Path, device: str, progress: bool,
     def task_part(name):
         # the task's stage, its grid refined where seed 0 learned at no rate (taskgrid)
         return part(name, lambda: refine(r, name, chosen, task(r, name, chosen)), None)
+
     # does seed 0's choice hold on the other seeds? its close rivals on every seed
     lm_rivals = part("lm_rivals", lambda: rivals(r, lm), {"rivals": [], "runs": []})
     rope = "rope" in chosen

@@ -10,8 +10,9 @@ neighbours (:func:`midpoints`), once.  The choice is then made again over all of
 the stage's own ranking (:func:`experiments.stage_tasks.rank`); where a midpoint wins, the
 encoding's other seeds train at it (the stage's own kind of unit, keyed on the rate as well,
 ``{task}-{encoding}-lr{rate}-s{seed}``, so they never take the place of the stage's seeds
-at its own choice, which the stage still trains and the result keeps as ``replaced``).  So "learned at no rate" means at no rate of a grid fine enough to find
-a narrow optimum next to the best one tried, not only at the grid's points.
+at its own choice, which the stage still trains and the result keeps as ``replaced``).
+So "learned at no rate" means at no rate of a grid fine enough to find a narrow optimum
+next to the best one tried, not only at the grid's points.
 """
 
 from __future__ import annotations
