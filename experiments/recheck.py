@@ -5,6 +5,11 @@ with its stored result: the check a reviewer runs first (does a rerun give the n
                                                    of every work group
     python experiments/recheck.py --keys K1,K2     these units
     python experiments/recheck.py --jobs 2         in two processes side by side
+    python experiments/recheck.py --task-seeds     every seed of both synthetic tasks at
+                                                   each encoding's chosen rate, and the
+                                                   seeds the refined grid replaced
+    ... --json F --section NAME                    the report as section NAME of file F
+                                                   (the rest of F kept)
 
 Every other unit is read from the committed files, and the sampled ones are trained or
 evaluated again in a scratch folder; nothing committed is touched.  A unit is compared on
@@ -43,6 +48,7 @@ from posenc.analysis.experiments.units import (  # noqa: E402
 )
 
 UNITS = ROOT / "experiments" / "units" / "cpu"
+TASKS = ("copy", "passkey")  # the prefixes of the synthetic tasks' unit keys
 CACHE = ROOT / "experiments" / ".cache"
 
 
@@ -78,6 +84,27 @@ def choose(units: list[dict], weights: set[str]) -> list[str]:
             runnable[k] = u
             trained[("model", u["key"])] = models[_model(u)]
     return sorted({u["key"] for u in [*trained.values(), *runnable.values()]})
+
+
+def task_seeds(results: dict) -> list[str]:
+    """The units behind the synthetic tasks' k/n counts: every seed of copy and passkey at
+    each encoding's chosen rate (``runs``) and the seeds that the refined rate grid
+    replaced (``replaced``, :mod:`experiments.taskgrid`).  ``ValueError`` if ``results``
+    has no such task sections."""
+    keys: list[str] = []
+    for task in ("copy", "passkey"):
+        sec = results.get(task) if isinstance(results, dict) else None
+        if not (isinstance(sec, dict) and isinstance(sec.get("runs"), list)):
+            raise ValueError(f"results must have a '{task}' section with its 'runs' "
+                             "(experiments/results.json)")
+        keys += [u["key"] for u in [*sec["runs"], *sec.get("replaced", [])]]
+    return sorted(set(keys))
+
+
+def outcome(unit: dict) -> dict:
+    """What a task unit's k/n counts and accuracies read: whether it learned within its
+    cap, the steps it trained, its final validation accuracy and its test accuracies."""
+    return {f: unit[f] for f in ("learned", "steps", "valid", "test")}
 
 
 def _numbers(x, path=""):
@@ -138,12 +165,24 @@ def report(store: TimedStore, stored: dict, new: dict, run_module) -> dict:
                "stored_commit": old.get("commit"), "stored_seconds": old["seconds"],
                "seconds": now["seconds"], "group": group, "steps": steps,
                "train_seconds": now.get("train_seconds")}
+        if key.startswith(("copy", "passkey")):
+            row["outcome"] = {"stored": outcome(old), "now": outcome(now)}
         if key.startswith("test-"):
             row["target"] = {n: [None if v is None else v["target"],
                                  None if now["test"][n] is None else now["test"][n]["target"]]
                              for n, v in old["test"].items()}
         out["units"][key] = row
     return out
+
+
+def write(path: Path, data: dict, section: str | None) -> None:
+    """Write the report to ``path``, or, with ``section``, as that section of the JSON
+    file at ``path`` (created if absent), leaving its other sections as they are."""
+    if section is not None:
+        whole = json.loads(path.read_text()) if path.exists() else {}
+        whole[section] = data
+        data = whole
+    path.write_text(json.dumps(data, indent=1) + "\n")
 
 
 def split(sample: list[dict], jobs: int) -> list[list[str]]:
@@ -184,7 +223,7 @@ def _side_by_side(args, parts: list[list[str]]) -> int:
     merged = {"provenance": {**got[0]["provenance"], "jobs": len(parts)},
               "units": {k: v for g in got for k, v in sorted(g["units"].items())}}
     if args.json is not None:
-        args.json.write_text(json.dumps(merged, indent=1) + "\n")
+        write(args.json, merged, args.section)
     return max(codes)
 
 
@@ -198,6 +237,13 @@ def main(argv=None) -> int:
     ap.add_argument("--cache", type=Path, default=CACHE)
     ap.add_argument("--json", type=Path, default=None,
                     help="write each unit's verdict, timings and differences here")
+    ap.add_argument("--task-seeds", action="store_true",
+                    help="re-run every task seed behind the k/n counts (task_seeds)")
+    ap.add_argument("--section", default=None,
+                    help="write the report as this section of the --json file, keeping "
+                         "the file's other sections")
+    ap.add_argument("--results", type=Path, default=ROOT / "experiments" / "results.json",
+                    help="the results file --task-seeds reads")
     ap.add_argument("--keep", type=Path, default=None,
                     help="a folder to keep the re-run units in (default: none kept)")
     ap.add_argument("--jobs", type=int, default=1,
@@ -207,6 +253,15 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.jobs < 1:
         ap.error(f"--jobs must be >= 1, got {args.jobs}")
+    if args.section is not None and args.json is None:
+        ap.error("--section names a section of the --json file; give --json too")
+    if args.task_seeds and args.keys:
+        ap.error("--task-seeds and --keys each choose the units; give one of them")
+    if args.task_seeds:
+        try:
+            args.keys = ",".join(task_seeds(json.loads(args.results.read_text())))
+        except (OSError, ValueError) as e:
+            ap.error(f"--results {args.results}: {e}")
     units = [json.loads(p.read_text()) for p in sorted(args.units.glob("*.json"))]
     if not units:
         ap.error(f"--units {args.units}: no unit files there")
@@ -237,19 +292,15 @@ def main(argv=None) -> int:
                 shutil.copy2(p, tmp / "cache" / p.name)
         store = TimedStore(tmp / "units", units, check)
         R.torch.set_num_threads(1)
-        kinds = {stage_of(k) for k in check}
-        tasks = tuple(t for t in R.STAGES if any(k.startswith(t) for k in check))
-        extra = R.CPU.get("lm_more_seeds") or {"seeds": []}
-        with_more = any(k.startswith("lm-") and k.rsplit("-s", 1)[1]
-                        in {str(s) for s in extra["seeds"]} for k in check)
-        R.run(copy.deepcopy(R.CPU), cache=tmp / "cache", device="cpu", progress=False,
-              stages=tasks, store=store, corpus=C.load_corpus(),
-              with_finetune="finetune" in kinds, with_more_seeds=with_more)
+        if all(k.startswith(TASKS) for k in check):
+            rerun_tasks(R, store, tmp / "cache", [by_key[k] for k in check])
+        else:
+            _rerun_protocol(R, store, tmp / "cache", check)
         if args.keep is not None:
             shutil.copytree(tmp / "units", args.keep, dirs_exist_ok=True)
         new_units = {p.stem: json.loads(p.read_text()) for p in (tmp / "units").glob("*.json")}
     if args.json is not None:
-        args.json.write_text(json.dumps(report(store, by_key, new_units, R), indent=1) + "\n")
+        write(args.json, report(store, by_key, new_units, R), args.section)
     missing = sorted(set(check) - set(store.checked))
     bad = {k: v for k, v in store.checked.items() if v}
     old = sum(t[0] for t in store.times.values())
@@ -257,6 +308,36 @@ def main(argv=None) -> int:
     print(f"{len(store.checked) - len(bad)} of {len(check)} equal; not run {missing}; "
           f"differing {bad}; {old:.0f} s stored, {new:.0f} s now")
     return 1 if missing or bad else 0
+
+
+def _rerun_protocol(R, store, cache: Path, check: list[str]) -> None:
+    """Re-run ``check`` the way a whole run computes them: the protocol's stages over the
+    store, which computes only the sampled units."""
+    kinds = {stage_of(k) for k in check}
+    tasks = tuple(t for t in R.STAGES if any(k.startswith(t) for k in check))
+    extra = R.CPU.get("lm_more_seeds") or {"seeds": []}
+    with_more = any(k.startswith("lm-") and k.rsplit("-s", 1)[1]
+                    in {str(s) for s in extra["seeds"]} for k in check)
+    R.run(copy.deepcopy(R.CPU), cache=cache, device="cpu", progress=False,
+          stages=tasks, store=store, corpus=C.load_corpus(),
+          with_finetune="finetune" in kinds, with_more_seeds=with_more)
+
+
+def rerun_tasks(R, store, cache: Path, units: list[dict]) -> None:
+    """Re-run task units one by one at their own stored encoding, seed, rate, cap and
+    warm-up, each under its own key, so that a re-run which would move a rate choice still
+    compares every seed with its stored self (the digest check in ``store`` shows that
+    the parameters are the stored ones)."""
+    from experiments.stage_tasks import task_unit
+
+    runner = R.PartRunner(copy.deepcopy(R.CPU), cache, "cpu", False, store=store,
+                          corpus=C.load_corpus())
+    chosen = runner.lm()["chosen"]
+    for u in units:
+        name = "copy" if u["key"].startswith("copy") else "passkey"
+        sec = u["params"][name]
+        task_unit(runner, name, u["key"], u["encoding"], u["seed"], u["lr"], chosen,
+                  steps=sec["steps"], warmup=sec.get("warmup"))
 
 
 if __name__ == "__main__":

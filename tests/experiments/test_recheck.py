@@ -14,7 +14,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from experiments.recheck import choose, largest_difference, split  # noqa: E402
+from experiments.recheck import (  # noqa: E402
+    choose,
+    largest_difference,
+    outcome,
+    split,
+    task_seeds,
+    write,
+)
 from posenc.analysis.experiments.report import rerun_seconds  # noqa: E402
 from posenc.analysis.experiments.units import work_group  # noqa: E402
 
@@ -82,6 +89,39 @@ def test_recheck_refuses_bad_input(tmp_path):
     jobs = subprocess.run([sys.executable, script, "--jobs", "0"],
                           capture_output=True, text=True, timeout=300)
     assert jobs.returncode == 2 and "--jobs must be >= 1, got 0" in jobs.stderr
+    section = subprocess.run([sys.executable, script, "--section", "x"],
+                             capture_output=True, text=True, timeout=300)
+    assert section.returncode == 2 and "give --json too" in section.stderr
+    both = subprocess.run([sys.executable, script, "--task-seeds", "--keys", "copy-rope-s1"],
+                          capture_output=True, text=True, timeout=300)
+    assert both.returncode == 2 and "give one of them" in both.stderr
+    (tmp_path / "r.json").write_text("{}")
+    nores = subprocess.run([sys.executable, script, "--task-seeds", "--results",
+                            str(tmp_path / "r.json")], capture_output=True, text=True,
+                           timeout=300)
+    assert nores.returncode == 2 and "must have a 'copy' section" in nores.stderr
+
+
+def test_task_seeds_are_the_runs_and_the_replaced_seeds_of_both_tasks():
+    results = json.loads((ROOT / "experiments" / "results.json").read_text())
+    keys = task_seeds(results)
+    runs = [u["key"] for t in ("copy", "passkey") for u in results[t]["runs"]]
+    assert set(runs) <= set(keys) and len(runs) == 60  # 6 encodings x 5 seeds x 2 tasks
+    assert set(keys) - set(runs) == {u["key"] for u in results["passkey"]["replaced"]}
+    with pytest.raises(ValueError, match="results must have a 'passkey' section"):
+        task_seeds({"copy": {"runs": []}})
+    u = json.loads((ROOT / "experiments" / "units" / "cpu" / "copy-rope-s1.json").read_text())
+    assert outcome(u) == {"learned": u["learned"], "steps": u["steps"], "valid": u["valid"],
+                          "test": u["test"]}
+
+
+def test_write_keeps_the_other_sections_of_a_file(tmp_path):
+    f = tmp_path / "rc.json"
+    write(f, {"units": {"a": 1}}, None)
+    write(f, {"units": {"b": 2}}, "second")
+    assert json.loads(f.read_text()) == {"units": {"a": 1}, "second": {"units": {"b": 2}}}
+    write(f, {"units": {"c": 3}}, "second")
+    assert json.loads(f.read_text())["second"] == {"units": {"c": 3}}
 
 
 def test_work_group_refuses_an_evaluation_of_an_unknown_model_and_an_unknown_kind():
