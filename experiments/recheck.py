@@ -176,13 +176,15 @@ def report(store: TimedStore, stored: dict, new: dict, run_module) -> dict:
 
 
 def write(path: Path, data: dict, section: str | None) -> None:
-    """Write the report to ``path``, or, with ``section``, as that section of the JSON
-    file at ``path`` (created if absent), leaving its other sections as they are."""
-    if section is not None:
-        whole = json.loads(path.read_text()) if path.exists() else {}
+    """Write the report to the JSON file at ``path`` (created if absent): as its top level
+    (``provenance`` and ``units``), or, with ``section``, as that section; the file's other
+    sections (another machine's recheck, ``stacking_speed.py``'s timings) are kept."""
+    whole = json.loads(path.read_text()) if path.exists() else {}
+    if section is None:
+        whole.update(data)
+    else:
         whole[section] = data
-        data = whole
-    path.write_text(json.dumps(data, indent=1) + "\n")
+    path.write_text(json.dumps(whole, indent=1) + "\n")
 
 
 def split(sample: list[dict], jobs: int) -> list[list[str]]:

@@ -32,6 +32,7 @@ __all__ = [
     "experiment_ablation_figure",
     "experiment_claims_table",
     "experiment_task_table",
+    "experiment_task_rerun_table",
     "experiment_passkey_depth_table",
     "experiment_finetune_figure",
     "experiment_budget_figure",
@@ -115,6 +116,10 @@ add_labels({
     "exp_far_suffix": {"en": " (far identifiers)", "zh": "（远处标识符）"},
     "exp_verdict_holds": {"en": "separated after the correction", "zh": "校正后仍显著"},
     "exp_learned_col": {"en": "seeds that learned", "zh": "学会的种子"},
+    "exp_rerun_note": {"en": "a → b: stored, then trained again on the second machine; "
+                              "one value: the same on both",
+                       "zh": "a → b：先是存档的结果，后是在第二台机器上重新训练的结果；"
+                             "只有一个值的，两台机器相同"},
     "exp_m_col": {"en": "m = {m}", "zh": "m = {m}"},
     "exp_n_col": {"en": "n = {n}", "zh": "n = {n}"},
     "exp_depth_col": {"en": "depth {d}", "zh": "深度 {d}"},
@@ -603,6 +608,31 @@ def _spaced(text: str) -> str:
     return re.sub(r"([A-Za-z0-9])([\u4e00-\u9fff])", r"\1 \2", text)
 
 
+def _task_header(results, task):
+    tc = results["config"][task]
+    keys = tc["eval_m"] if task == "copy" else tc["eval_totals"]
+    return keys, [label("exp_encoding"), label("exp_learned_col")] + [
+        label("exp_m_col").format(m=k) if task == "copy" else label("exp_n_col").format(n=k)
+        for k in keys]
+
+
+def _task_cells(results, task, threshold, interval=True):
+    """Per encoding: the seeds that learned (k/n, with the Wilson interval if
+    ``interval``), then per test length the seeds of those that get at least
+    ``threshold`` of the sequences whole ("–" where there is nothing to count)."""
+    keys, _ = _task_header(results, task)
+    rows = []
+    for enc in results[task]["chosen"]:
+        got = R.task_learned(results, task, enc)
+        row = [f"{got['k']}/{got['n']}"
+               + (f" [{got['lo']:.2f}, {got['hi']:.2f}]" if interval else "")]
+        for k in keys:
+            tf = R.task_extrapolation(results, task, enc, k, threshold=threshold)
+            row.append("–" if tf is None else f"{tf['k']}/{tf['n']}")
+        rows.append(row)
+    return rows
+
+
 def experiment_task_table(results, task="copy", *, threshold=0.5):
     """A synthetic task by encoding: how many seeds learned it (k of n, with the Wilson
     interval), then at each test length how many of the seeds that learned get at least
@@ -611,24 +641,26 @@ def experiment_task_table(results, task="copy", *, threshold=0.5):
     Exact match is the same teacher-forced and free-running: a sequence whose every
     symbol is right under teacher forcing is the one the model writes itself."""
     _check(results)
-    tc = results["config"][task]
-    keys = tc["eval_m"] if task == "copy" else tc["eval_totals"]
-    header = [label("exp_encoding"), label("exp_learned_col")] + [
-        label("exp_m_col").format(m=k) if task == "copy" else label("exp_n_col").format(n=k)
-        for k in keys]
-    rows = []
-    for enc in results[task]["chosen"]:
-        got = R.task_learned(results, task, enc)
-        row = [label(f"exp_{enc}"),
-               f"{got['k']}/{got['n']} [{got['lo']:.2f}, {got['hi']:.2f}]"]
-        for k in keys:
-            tf = R.task_extrapolation(results, task, enc, k, threshold=threshold)
-            if tf is None:
-                row.append("–")
-                continue
-            row.append(f"{tf['k']}/{tf['n']}")
-        rows.append(row)
+    _, header = _task_header(results, task)
+    rows = [[label(f"exp_{enc}"), *cells] for enc, cells in
+            zip(results[task]["chosen"], _task_cells(results, task, threshold))]
     return BookTable(header, rows, stack=True)
+
+
+def experiment_task_rerun_table(results, rerun, task="copy", *, threshold=0.5):
+    """:func:`experiment_task_table` (without the intervals) once from the stored seeds and
+    once from ``rerun``, the same seeds trained again (``experiments/recheck.py
+    --task-seeds``, read with :func:`posenc.analysis.experiments.report.task_rerun`): a
+    cell that differs shows "stored → re-run", one that does not shows its value once."""
+    _check(results)
+    again = R.task_rerun(results, rerun)
+    _, header = _task_header(results, task)
+    rows = []
+    for enc, a, b in zip(results[task]["chosen"], _task_cells(results, task, threshold, False),
+                         _task_cells(again, task, threshold, False)):
+        rows.append([label(f"exp_{enc}")] + [x if x == y else f"{x} → {y}"
+                                             for x, y in zip(a, b)])
+    return BookTable(header, rows, stack=True, note=label("exp_rerun_note"))
 
 
 def experiment_passkey_depth_table(results, total):

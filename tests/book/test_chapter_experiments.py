@@ -989,3 +989,73 @@ def test_gpu_figure_and_tables_render(gpu):
     assert md.count("\n") - 1 == 6 + 1 + 8
     claims = str(pf.experiment_gpu_claims_table(gpu))
     assert claims.count("✓") == 9 and claims.count("✗") == 1
+
+
+def test_the_task_seeds_on_a_second_machine_as_the_page_states_them(results):
+    """experiments-machine: every task seed trained again on another processor.  The seeds
+    trained on that kind of processor reproduce, no other does, and what the page draws
+    from the re-run holds; a new re-run that changes any of it fails here."""
+    rc = pf.load_experiment_recheck()
+    first, second = rc["provenance"], rc["second_machine"]["provenance"]
+    units = rc["second_machine"]["units"]
+    assert second["dirty"] is False and second["jobs"] == 2
+    # two processors, the same code path: library versions and instruction set
+    assert first["machine"]["cpu"] != second["machine"]["cpu"]
+    assert first["machine"]["isa"] == second["machine"]["isa"] == "AVX512"
+    for lib in ("torch", "numpy", "python"):
+        assert first["versions"][lib] == second["versions"][lib], lib
+    # the first re-run reproduced every task unit it sampled, on its machine
+    assert all(u["equal"] for k, u in rc["units"].items()
+               if k.startswith(("copy", "passkey")))
+    every = {r["key"]: r for t in ("copy", "passkey")
+             for r in results[t]["runs"] + results[t]["replaced"]}
+    assert set(units) == set(every) and len(units) == 65
+    native = {k for k in units
+              if (every[k].get("machine") or {}).get("cpu") == second["machine"]["cpu"]}
+    assert len(native) == 5 and all(units[k]["equal"] for k in native)
+    assert not any(units[k]["equal"] for k in set(units) - native)
+    again = R.task_rerun(results, rc["second_machine"])
+    # copying: the same seeds learn, none past the trained lengths, the same order
+    m2 = 2 * results["config"]["copy"]["m"][1]
+    for enc in results["copy"]["chosen"]:
+        assert R.task_learned(again, "copy", enc)["seeds"] == \
+            R.task_learned(results, "copy", enc)["seeds"]
+        for m in results["config"]["copy"]["eval_m"]:
+            if m > results["config"]["copy"]["m"][1]:
+                for res in (results, again):
+                    ext = R.task_extrapolation(res, "copy", enc, m)
+                    assert ext is None or ext["k"] == 0, (enc, m)
+
+    def sym(res, enc):
+        return np.mean([r["test"][str(m2)]["symbol"] for r in res["copy"]["runs"]
+                        if r["encoding"] == enc and r["learned"]])
+    for res in (results, again):
+        assert sym(res, "alibi") > sym(res, "t5") > sym(res, "rope") > sym(res, "sinusoidal")
+    # retrieval: the slow learners' counts move, the others' do not
+    k = {enc: (R.task_learned(results, "passkey", enc)["k"],
+               R.task_learned(again, "passkey", enc)["k"])
+         for enc in results["passkey"]["chosen"]}
+    assert k == {"nope": (0, 0), "learned": (2, 4), "sinusoidal": (1, 1), "rope": (5, 5),
+                 "alibi": (5, 5), "t5": (5, 5)}
+    old = {r["seed"]: r["learned"] for r in again["passkey"]["replaced"]}
+    old_stored = {r["seed"]: r["learned"] for r in results["passkey"]["replaced"]}
+    assert sum(old.values()) == 3 and sum(old_stored.values()) == 2
+    assert old[0] and not old_stored[0]  # on the second machine seed 0 learns: no refinement
+    # what the page draws from the extrapolation holds on both machines
+    pk = results["config"]["passkey"]
+    n2, n4, top = 2 * pk["total"][1], 4 * pk["total"][1], max(pk["eval_totals"])
+    for res in (results, again):
+        ext = {e: R.task_extrapolation(res, "passkey", e, n2)["k"]
+               for e in ("alibi", "rope", "t5")}
+        assert ext["alibi"] > max(ext["rope"], ext["t5"])
+        at4 = {e: R.task_extrapolation(res, "passkey", e, n4) for e in ("alibi", "rope", "t5")}
+        assert at4["alibi"]["k"] > 0 and at4["rope"]["k"] == at4["t5"]["k"] == 0
+        for e in results["passkey"]["chosen"]:
+            top_e = R.task_extrapolation(res, "passkey", e, top)
+            assert top_e is None or top_e["k"] == 0
+
+        def depth(e, d):
+            return np.mean(R.task_values(res, "passkey", e, n2, depth=d, learned_only=True))
+        assert depth("rope", 0.9) > depth("rope", 0.5) > depth("rope", 0.1) == 0.0
+        assert depth("alibi", 0.1) > 0.5
+        assert depth("t5", 0.1) > depth("t5", 0.9)

@@ -207,6 +207,8 @@ ALLOWED_NAMES = {
     "XL", "ViT", "Base", "Large", "YaRN", "V2", "V3", "AdamW", "SGD",
     # the experiments chapter: a corpus package, Student's t, an author
     "SymPy", "Student", "Haviv", "Holm", "Tancik",
+    # processors the experiments ran on
+    "Intel", "Xeon", "AMD", "EPYC",
     "Qwen", "Scout", "Maverick", "JSON", "OpenAI", "MaxText", "LongRoPE2", "VideoRoPE",
     "Mixed", "DCA", "ReRoPE", "FlashAttention", "E2B", "OLMo", "Olmo3Config", "QK", "Norm",
     "RNoPE", "SWA", "Cohere", "Command", "R7B", "Next", "Linear", "MLA", "Jamba", "Falcon",

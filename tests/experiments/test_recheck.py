@@ -122,6 +122,9 @@ def test_write_keeps_the_other_sections_of_a_file(tmp_path):
     assert json.loads(f.read_text()) == {"units": {"a": 1}, "second": {"units": {"b": 2}}}
     write(f, {"units": {"c": 3}}, "second")
     assert json.loads(f.read_text())["second"] == {"units": {"c": 3}}
+    write(f, {"provenance": {"p": 1}, "units": {"d": 4}}, None)  # the top level again
+    assert json.loads(f.read_text()) == {"provenance": {"p": 1}, "units": {"d": 4},
+                                         "second": {"units": {"c": 3}}}
 
 
 def test_work_group_refuses_an_evaluation_of_an_unknown_model_and_an_unknown_kind():
@@ -166,3 +169,46 @@ def test_stacking_speed_rejects_bad_input(capsys):
     with pytest.raises(SystemExit):
         SS.main(["--steps", "0"])
     assert "--steps and --threads must be >= 1, got 0, 1" in capsys.readouterr().err
+
+
+def _fake_rerun(results, flip=None):
+    """A recheck report of every task seed whose re-run equals the stored one, except that
+    unit ``flip`` learned the other way round."""
+    units = {}
+    for t in ("copy", "passkey"):
+        for r in [*results[t]["runs"], *results[t]["replaced"]]:
+            now = outcome(r)
+            if r["key"] == flip:
+                now = {**now, "learned": not r["learned"]}
+            units[r["key"]] = {"outcome": {"stored": outcome(r), "now": now}}
+    return {"units": units}
+
+
+def test_task_rerun_puts_the_rerun_outcome_in_place_and_refuses_a_partial_one():
+    from posenc.analysis.experiments import report as R
+    from posenc.figures import experiments_pages as pf
+
+    results = json.loads((ROOT / "experiments" / "results.json").read_text())
+    flip = next(r for r in results["passkey"]["runs"]
+                if r["encoding"] == "sinusoidal" and not r["learned"])
+    again = R.task_rerun(results, _fake_rerun(results, flip["key"]))
+    before = R.task_learned(results, "passkey", "sinusoidal")["k"]
+    assert R.task_learned(again, "passkey", "sinusoidal")["k"] == before + 1
+    assert R.task_learned(results, "passkey", "sinusoidal")["k"] == before  # not changed
+    # the table shows the one changed count as "stored -> re-run", every other cell once
+    table = pf.experiment_task_rerun_table(results, _fake_rerun(results, flip["key"]),
+                                           "passkey")
+    changed = [c for row in table.rows for c in row if "→" in c]
+    assert changed[0] == f"{before}/5 → {before + 1}/5"
+    same = pf.experiment_task_rerun_table(results, _fake_rerun(results), "copy")
+    assert not any("→" in c for row in same.rows for c in row)
+    partial = _fake_rerun(results)
+    del partial["units"][flip["key"]]
+    with pytest.raises(ValueError, match=f"{flip['key']} is not in it"):
+        R.task_rerun(results, partial)
+    other = _fake_rerun(results)
+    other["units"][flip["key"]]["outcome"]["stored"]["steps"] += 1
+    with pytest.raises(ValueError, match="not the one in these results"):
+        R.task_rerun(results, other)
+    with pytest.raises(ValueError, match="rerun must be a recheck report"):
+        R.task_rerun(results, {"provenance": {}})

@@ -463,6 +463,54 @@ def task_warmup_check(results, task: str) -> list[dict]:
     return out
 
 
+#: the fields of a task unit that its k/n counts and accuracies read
+TASK_OUTCOME = ("learned", "steps", "valid", "test")
+
+
+def task_rerun(results, rerun) -> dict:
+    """``results`` with every task seed given its outcome in ``rerun`` instead of the stored
+    one, so that every task statistic of this module can be computed again from a re-run.
+
+    ``rerun`` is a recheck report of the task seeds (``experiments/recheck.py
+    --task-seeds``): per unit key, its ``outcome`` stored and now.  Every run and replaced
+    run of both tasks must be in it with the stored outcome that ``results`` holds
+    (``ValueError`` otherwise, naming the unit); ``results`` itself is not changed.
+
+    >>> run = {"key": "copy-a-s1", "encoding": "a", "seed": 1, "learned": True,
+    ...        "steps": 300, "valid": 0.99, "test": {"8": None}}
+    >>> res = {"copy": {"runs": [run]}, "passkey": {"runs": []}}
+    >>> now = {**{f: run[f] for f in TASK_OUTCOME}, "learned": False, "steps": 600}
+    >>> rc = {"units": {"copy-a-s1": {"outcome": {
+    ...     "stored": {f: run[f] for f in TASK_OUTCOME}, "now": now}}}}
+    >>> task_rerun(res, rc)["copy"]["runs"][0]["learned"], run["learned"]
+    (False, True)
+    """
+    units = rerun.get("units") if isinstance(rerun, dict) else None
+    if not isinstance(units, dict):
+        raise ValueError("rerun must be a recheck report with its 'units' "
+                         "(experiments/recheck.py --task-seeds --json)")
+    out = dict(results)
+    for task in ("copy", "passkey"):
+        if results.get(task) is None:
+            raise ValueError(f"task {task!r} is not finished in these results")
+        sec = dict(results[task])
+        for part in ("runs", "replaced"):
+            rows = []
+            for r in sec.get(part, []):
+                row = units.get(r["key"])
+                if not (isinstance(row, dict) and "outcome" in row):
+                    raise ValueError(f"rerun must hold every task seed of the results, with "
+                                     f"its outcome; {r['key']} is not in it")
+                if any(row["outcome"]["stored"][f] != r[f] for f in TASK_OUTCOME):
+                    raise ValueError(f"{r['key']}: the rerun's stored outcome is not the one "
+                                     "in these results (a recheck of other units)")
+                rows.append({**r, **{f: row["outcome"]["now"][f] for f in TASK_OUTCOME}})
+            if part in sec:
+                sec[part] = rows
+        out[task] = sec
+    return out
+
+
 def task_extrapolation(results, task: str, encoding: str, key: int, *,
                        threshold: float = 0.5, free: bool = False) -> dict | None:
     """Past the trained lengths, over the seeds that learned only: how many of them get at
