@@ -20,7 +20,10 @@ is sampled only where that model's weights are in ``experiments/.cache`` or the 
 itself in the sample (else the model is trained again too).  Prints each unit's verdict and
 its stored and new seconds, and exits 1 if any differs.  The new seconds of one unit of each
 work group time the whole protocol (``report.rerun_seconds``): the stored seconds cannot,
-as many units ran while other work shared the machine.
+as many units ran while other work shared the machine.  A sample of task units only (as
+``--task-seeds``) is re-run unit by unit at each one's stored rate, cap and warm-up, not
+through the stages, so that a re-run which would move a rate choice still compares every
+seed with its stored self.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ if str(ROOT) not in sys.path:
 
 from experiments.rekey import CheckStore  # noqa: E402
 from posenc.analysis.experiments import corpus as C  # noqa: E402
+from posenc.analysis.experiments.report import TASK_OUTCOME  # noqa: E402
 from posenc.analysis.experiments.units import (  # noqa: E402
     stage_code,
     stage_of,
@@ -104,7 +108,7 @@ def task_seeds(results: dict) -> list[str]:
 def outcome(unit: dict) -> dict:
     """What a task unit's k/n counts and accuracies read: whether it learned within its
     cap, the steps it trained, its final validation accuracy and its test accuracies."""
-    return {f: unit[f] for f in ("learned", "steps", "valid", "test")}
+    return {f: unit[f] for f in TASK_OUTCOME}
 
 
 def _numbers(x, path=""):
@@ -165,7 +169,7 @@ def report(store: TimedStore, stored: dict, new: dict, run_module) -> dict:
                "stored_commit": old.get("commit"), "stored_seconds": old["seconds"],
                "seconds": now["seconds"], "group": group, "steps": steps,
                "train_seconds": now.get("train_seconds")}
-        if key.startswith(("copy", "passkey")):
+        if key.startswith(TASKS):
             row["outcome"] = {"stored": outcome(old), "now": outcome(now)}
         if key.startswith("test-"):
             row["target"] = {n: [None if v is None else v["target"],
