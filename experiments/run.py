@@ -571,7 +571,7 @@ def run_gpu(config: dict, args, corpus: C.Corpus, tier: str) -> int:
     plan = GpuPlan(config, corpus, store, device=args.device, budget=budget,
                    steps=args.steps, use_vmap=not args.no_vmap)
 
-    def write():
+    def write(body: dict | None = None):
         results = {"schema": 3, "tier": tier, "provenance": provenance(args.threads,
                                                                        args.device),
                    "config": config, "corpus": corpus.provenance(),
@@ -579,8 +579,11 @@ def run_gpu(config: dict, args, corpus: C.Corpus, tier: str) -> int:
                               "files": int(np.unique(plan.chunks.files).size),
                               "target": plan.chunks.target,
                               "max_length": plan.chunks.max_length},
-                   **plan.results(), "seconds": time.perf_counter() - _START}
-        (out / "results.json").write_text(json.dumps(results) + "\n")
+                   **(plan.results() if body is None else body),
+                   "seconds": time.perf_counter() - _START}
+        tmp = out / "results.json.tmp"
+        tmp.write_text(json.dumps(results) + "\n")
+        tmp.replace(out / "results.json")
         (out / "results.md").write_text(gpu_markdown(results))
 
     if args.assemble_only:
@@ -594,6 +597,11 @@ def run_gpu(config: dict, args, corpus: C.Corpus, tier: str) -> int:
         write()
         print(f"assembled {len(units)} units into {out / 'results.json'}")
         return 0
+    if args.workers > 1:
+        from experiments.gpu_parallel import run_parallel
+
+        return run_parallel(config, args, root=ROOT, start=_START, write=write,
+                            plan_meta={"far_targets": plan.far_share()})
     plan.after_group = write
     try:
         plan.run()
@@ -669,9 +677,22 @@ def main(argv=None) -> int:
                          "another process; no results file is written")
     ap.add_argument("--no-vmap", action="store_true",
                     help="gpu tier: loop over the stacked seeds instead of vmap")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="gpu tier: processes that share the device, each launching its "
+                         "own groups' kernels (experiments/gpu_parallel.py; 1: the plan in "
+                         "this process, in priority order)")
     args = ap.parse_args(argv)
     if args.steps is not None and args.steps < 1:
         ap.error(f"--steps must be >= 1, got {args.steps}")
+    if args.workers < 1:
+        ap.error(f"--workers must be >= 1, got {args.workers}")
+    if 1 < args.workers < len(ENCODINGS):
+        ap.error(f"--workers must be 1 or at least {len(ENCODINGS)} (one process per "
+                 f"encoding for priority 1), got {args.workers}")
+    if args.workers > 1 and (args.tier == "cpu" or args.quick):
+        ap.error("--workers is for the gpu tier (--tier gpu or gpuquick)")
+    if args.workers > 1 and args.corpus_file is None:
+        ap.error("--workers needs --corpus-file (each process reads the prepared corpus)")
     if args.time_budget is not None and args.time_budget <= 0:
         ap.error(f"--time-budget must be > 0, got {args.time_budget}")
     if args.corpus_file is not None and not args.corpus_file.is_file():

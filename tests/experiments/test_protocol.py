@@ -597,6 +597,58 @@ def test_gpu_plan_trains_in_priority_order_writes_units_and_resumes(corpus, tmp_
     assert sorted(u["key"] for u in asm["units"]) == sorted(keys) and asm["steps"] == 3
 
 
+def test_gpu_plan_in_several_processes_stores_what_one_process_does(corpus, tmp_path):
+    """``--workers``: the plan's groups spread over processes give the units one process
+    gives (the same keys, and the same numbers up to summation order), every seed stacked
+    in priority 1 so that the later groups have all of them, and nothing the budget did
+    not reach is lost from the record."""
+    sys.path.insert(0, str(ROOT))
+    from experiments.gpu_parallel import items, steps_for
+    from experiments.run import TIERS
+
+    cfg = TIERS["gpuquick"]
+    corpus_file = C.save_corpus(corpus, tmp_path / "corpus.npz")
+    one = _gpuquick(tmp_path / "one", "--corpus-file", str(corpus_file), "--steps", "3")
+    assert one.returncode == 0, one.stderr[-3000:]
+    many = _gpuquick(tmp_path / "many", "--corpus-file", str(corpus_file), "--steps", "3",
+                     "--workers", "7")
+    assert many.returncode == 0, many.stderr[-3000:]
+    assert "worker exit codes [0, 0, 0, 0, 0, 0, 0]" in many.stdout
+    # the workers' records and stacks stay out of <out>, which a device call brings back
+    assert sorted(p.name for p in (tmp_path / "many").iterdir()) == [
+        "results.json", "results.md", "units.jsonl"]
+    a = {u["key"]: u for u in json.loads((tmp_path / "one" / "results.json").read_text())[
+        "units"]}
+    r = json.loads((tmp_path / "many" / "results.json").read_text())
+    b = {u["key"]: u for u in r["units"]}
+    seeds = cfg["plan"]["first_seeds"] + cfg["plan"]["more_seeds"]
+    assert r["first_seeds"] == seeds and r["parallel"]["workers"] == 7
+    assert not r["errors"] and not r["skipped"] and set(a) <= set(b)
+    # the extra seeds reach every group, not only the language models
+    first = cfg["plan"]["first_seeds"]
+    extra = {k for k in b if not k.startswith("lm-") and not any(
+        k.endswith(f"-s{s}") for s in first)}
+    assert extra and all(k.endswith(f"-s{seeds[-1]}") for k in extra)
+    lines = (tmp_path / "many" / "units.jsonl").read_text().splitlines()
+    assert len(lines) == len(b) and all(json.loads(x)["key"] in b for x in lines)
+    for key, u in a.items():
+        v = b[key]
+        assert v["digest"] == u["digest"], key
+        for n, t in u.get("test", {}).items():
+            if t is not None and "target" in t:
+                assert v["test"][n]["target"] == pytest.approx(t["target"], rel=1e-5), key
+    # the groups after priority 1 in priority order, each naming the stack it needs
+    its = items(cfg)
+    assert [it[0] for it in its[:3]] == ["scaling", "probe", "probe"]
+    assert {it[1] for it in its} == {"rope", "alibi", None}
+    assert steps_for([0.1, 0.2], 500.0, {"first_share": 0.5, "min_steps": 200,
+                                         "max_steps": 4000}) == 1100
+    bad = _gpuquick(tmp_path / "bad", "--corpus-file", str(corpus_file), "--workers", "3")
+    assert bad.returncode != 0 and "--workers must be 1 or at least 6" in bad.stderr
+    bad = _gpuquick(tmp_path / "bad", "--workers", "7")
+    assert bad.returncode == 2 and "--workers needs --corpus-file" in bad.stderr
+
+
 def test_gpu_plan_skips_units_that_do_not_fit_the_budget(tmp_path):
     """With a budget that fits nothing, nothing starts and the results still say why."""
     out = tmp_path / "out"

@@ -144,7 +144,10 @@ def train_lm(stack: Stack, split: Split, *, steps: int, batch: int, lr: float,
         if deadline is not None and time.perf_counter() > deadline:
             raise TimeoutError(f"the time budget ran out at step {step} of {steps}")
         windows = torch.from_numpy(np.stack([lm_batch(split, batch, length, r)
-                                             for r in rngs])).to(dev, non_blocking=True)
+                                             for r in rngs]))
+        if dev.type == "cuda":  # from pinned memory the copy does not wait for the device
+            windows = windows.pin_memory()
+        windows = windows.to(dev, non_blocking=True)
         with _autocast(str(dev), bf16):
             per_seed = loss_fn(stack.params, windows)
         _update(stack, plist, opt, sched, per_seed)

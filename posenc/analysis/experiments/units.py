@@ -36,6 +36,11 @@ import subprocess
 import time
 from pathlib import Path
 
+try:
+    import fcntl
+except ImportError:  # not on Windows: one process per store file there
+    fcntl = None  # type: ignore[assignment]
+
 #: the repository root (the package lives in ``<root>/posenc``)
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -333,6 +338,13 @@ class UnitStore:
         self.write_dir.mkdir(parents=True, exist_ok=True)
         if self.jsonl:
             with open(self.write_dir / "units.jsonl", "a") as f:
+                # one line at a time where several processes share the file
+                # (experiments/gpu_parallel.py)
+                if fcntl is not None:
+                    try:
+                        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+                    except OSError:  # a file system without locks: append unlocked
+                        pass
                 f.write(text + "\n")
                 f.flush()
                 os.fsync(f.fileno())

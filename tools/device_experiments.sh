@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# One call on a borrowed GPU machine for the experiments' GPU tier alone (the kernel tests
+# and the benchmarks: tools/device_call.sh):
+#   the plan in WORKERS processes (experiments/gpu_parallel.py) for BUDGET seconds, into
+#   $OUT/exp; if that stores nothing because its processes failed, the plan in one process
+#   for what is left of the budget.  nvidia-smi samples the device's use meanwhile.
+# It needs the prepared corpus, carried: python experiments/run.py --save-corpus
+# experiments/.corpus/sympy.npz; and the commit in .device_commit (git rev-parse HEAD).
+# Usage there: OUT=/some/dir bash tools/device_experiments.sh [BUDGET, default 480]
+# Files back (6): machine.txt, dmon.txt, exp/{log.txt,results.json,results.md,units.jsonl}
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/device-out}
+mkdir -p "$OUT/exp"
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TRITON_INTERPRET=0
+# several processes share the device: memory freed by one group is reusable by the next
+export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+export POSENC_COMMIT=${POSENC_COMMIT:-$(cat .device_commit 2>/dev/null || echo unknown)}
+BUDGET=${1:-480}
+WORKERS=${WORKERS:-8}
+t0=$(date +%s)
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+  nproc
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"
+} > "$OUT/machine.txt" 2>&1
+nvidia-smi dmon -s um -d 5 > "$OUT/dmon.txt" 2>&1 &
+dmon=$!
+python3 experiments/run.py --tier gpu --device cuda --no-progress \
+  --corpus-file experiments/.corpus/sympy.npz --out "$OUT/exp" \
+  --time-budget "$BUDGET" --reserve 20 --workers "$WORKERS" > "$OUT/exp/log.txt" 2>&1
+rc=$?
+echo "parallel plan exit $rc after $(( $(date +%s) - t0 )) s" | tee -a "$OUT/exp/log.txt"
+left=$(( BUDGET - ($(date +%s) - t0) ))
+if [ "$rc" -ne 0 ] && [ "$left" -gt 120 ]; then
+  echo "== the plan in one process, $left s" | tee -a "$OUT/exp/log.txt"
+  python3 experiments/run.py --tier gpu --device cuda --no-progress \
+    --corpus-file experiments/.corpus/sympy.npz --out "$OUT/exp" \
+    --time-budget "$left" --reserve 20 >> "$OUT/exp/log.txt" 2>&1
+  echo "one-process plan exit $?" | tee -a "$OUT/exp/log.txt"
+fi
+kill "$dmon" 2>/dev/null
+grep -v "UserWarning\|^  a = F\." "$OUT/exp/log.txt" | tail -80
+echo "== done in $(( $(date +%s) - t0 )) s"
