@@ -602,6 +602,16 @@ def run_gpu(config: dict, args, corpus: C.Corpus, tier: str) -> int:
 
         return run_parallel(config, args, root=ROOT, start=_START, write=write,
                             plan_meta={"far_targets": plan.far_share()})
+    if args.groups:
+        # only the named groups of the plan (GpuPlan.guard's names, e.g. lm-alibi-L2048),
+        # every seed of the tier stacked, as --workers trains them: a later call completes
+        # groups an earlier one's budget did not reach, under the same code and keys
+        only = {g for g in args.groups.split(",") if g}
+        guard = plan.guard
+        plan.guard = lambda name, fn, *a: (  # type: ignore[method-assign]
+            guard(name, fn, *a) if name in only else None)
+        seeds = list(config["plan"]["first_seeds"]) + list(config["plan"]["more_seeds"])
+        plan.seeds_for_first = lambda: (seeds, [])  # type: ignore[method-assign]
     plan.after_group = write
     try:
         plan.run()
@@ -677,6 +687,10 @@ def main(argv=None) -> int:
                          "another process; no results file is written")
     ap.add_argument("--no-vmap", action="store_true",
                     help="gpu tier: loop over the stacked seeds instead of vmap")
+    ap.add_argument("--groups", default=None,
+                    help="gpu tier, one process: run only these groups of the plan "
+                         "(comma-separated, e.g. lm-alibi-L2048,probe-alibi-L2048), every "
+                         "seed stacked, the others' stored units still assembled")
     ap.add_argument("--workers", type=int, default=1,
                     help="gpu tier: processes that share the device, each launching its "
                          "own groups' kernels (experiments/gpu_parallel.py; 1: the plan in "
@@ -691,6 +705,8 @@ def main(argv=None) -> int:
                  f"encoding for priority 1), got {args.workers}")
     if args.workers > 1 and (args.tier == "cpu" or args.quick):
         ap.error("--workers is for the gpu tier (--tier gpu or gpuquick)")
+    if args.groups is not None and (args.workers > 1 or args.tier == "cpu" or args.quick):
+        ap.error("--groups is for the gpu tier in one process (--workers 1)")
     if args.workers > 1 and args.corpus_file is None:
         ap.error("--workers needs --corpus-file (each process reads the prepared corpus)")
     if args.time_budget is not None and args.time_budget <= 0:
