@@ -1071,3 +1071,32 @@ def test_a_task_grid_is_refined_where_seed_0_learned_at_no_rate(monkeypatch):
     assert again["runs"] == res["runs"] and again["replaced"] == []
     with pytest.raises(ValueError, match=r"lr must be a rate of the grid"):
         TG.midpoints([1e-3, 1e-2], 5e-3)
+
+
+@pytest.mark.parametrize("module", ["gpu_parallel", "merge_gpu_calls"])
+def test_gpu_call_scripts_examples(module):
+    """The examples in the GPU tier's scripts (the steps rule, the merge of calls) hold."""
+    import doctest
+    import importlib
+
+    sys.path.insert(0, str(ROOT))
+    mod = importlib.import_module(f"experiments.{module}")
+    result = doctest.testmod(mod)
+    assert result.attempted >= 2 and result.failed == 0
+
+
+def test_committed_gpu_results_are_the_merge_of_their_calls():
+    """experiments/results-gpu.json is what merge_gpu_calls.py makes of the calls it
+    records: every unit stored once in units/gpu/units.jsonl, one code for all."""
+    r = json.loads((ROOT / "experiments" / "results-gpu.json").read_text())
+    calls = r["provenance"]["calls"]
+    assert sum(c["units"] for c in calls) == len(r["units"])
+    stored = [json.loads(x) for x in
+              (ROOT / "experiments" / "units" / "gpu" / "units.jsonl").read_text().splitlines()]
+    assert [u["key"] for u in stored] == [u["key"] for u in r["units"]]
+    assert len({u["code"] for u in stored}) == 1
+    assert {u["commit"] for u in stored} == {c["commit"] for c in calls}
+    sys.path.insert(0, str(ROOT))
+    from experiments.merge_gpu_calls import _group
+
+    assert not {_group(u["key"]) for u in r["units"]} & {_group(s) for s in r["skipped"]}
