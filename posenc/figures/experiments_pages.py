@@ -595,6 +595,8 @@ def experiment_context_table(results):
 def _series_label(spec):
     if spec[0] == "lm":
         return label("exp_arm_none" if spec[1] == "rope" else f"exp_{spec[1]}")
+    if spec[0] == "ref":
+        return label("exp_trained_at_row").format(enc=label(f"exp_{spec[1]}"), n=spec[2])
     return label("exp_rule_paren").format(rule=label(f"exp_arm_{spec[1]}"),
                                           mode=label(f"exp_mode_{spec[2]}"))
 
@@ -736,9 +738,16 @@ def experiment_gpu_claims_table(results):
     claims = R.gpu_claims(results)
     header = [label("exp_claim"), label("exp_diff"), label("exp_p"), label("exp_p_holm"),
               label("exp_holds")]
-    rows = [[_spaced(label("exp_lower_than").format(a=_series_label(c["a"]),
-                                                    b=_series_label(c["b"]), n=c["length"])),
-             f"{c['mean']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]", f"{c['p']:.4f}",
-             f"{c['p_holm']:.4f}", "✓" if c["holds"] else "✗"]
-            for c in claims]
+    rows = []
+    for c in claims:
+        a, b = _series_label(c["a"]), _series_label(c["b"])
+        if isinstance(c["length"], tuple):
+            text = label("exp_lower_than_at2").format(a=a, na=c["length"][0], b=b,
+                                                      nb=c["length"][1])
+        else:
+            text = label("exp_lower_than").format(a=a, b=b, n=c["length"])
+        if c["metric"] == "far":
+            text += label("exp_far_suffix")
+        rows.append([_spaced(text), f"{c['mean']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]",
+                     _p(c["p"]), _p(c["p_holm"]), "✓" if c["holds"] else "✗"])
     return BookTable(header, rows, align="lrrrr", stack=True)

@@ -102,7 +102,11 @@ def test_results_are_what_the_committed_units_assemble_to(results, tmp_path):
         if key != "provenance":
             assert again[key] == results[key], key
     assert again["config"] == results["config"]
-    assert again["provenance"]["stage_code"] == prov["stage_code"]
+    # every stage whose units the CPU tier reads keeps its code (the GPU tier's own stage
+    # may change without touching this file's numbers)
+    cpu_stages = set(prov["stage_code"]) - {"gpu"}
+    assert {k: again["provenance"]["stage_code"][k] for k in cpu_stages} == \
+        {k: prov["stage_code"][k] for k in cpu_stages}
 
 
 def test_results_md_is_the_summary_of_results_json(results):
@@ -925,44 +929,67 @@ def test_gpu_matched_ntk_is_dynamic_ntk(gpu):
                                        atol=1e-4)
 
 
-def test_gpu_claims_as_the_prose_states_them(gpu):
-    claims = {c["name"]: c for c in R.gpu_claims(gpu)}
-    holding = {"llama3_matched_alibi", "alibi_llama3_matched", "alibi_yarn_matched",
-               "pi_matched_fixed", "ntk_matched_fixed", "yarn_matched_fixed",
-               "llama3_matched_fixed", "rope_yarn_fixed", "rope_llama3_fixed"}
-    assert {n for n, c in claims.items() if c["holds"]} == holding
-    # "YaRN with a matched factor is lower too, but not separated from it"
-    c = claims["yarn_matched_alibi"]
-    assert c["mean"] < 0 and c["lo"] < 0 < c["hi"] and c["p_holm"] >= 0.05
+def test_gpu_claims_as_the_prose_states_them(gpu, claims):
+    gclaims = {c["name"]: c for c in R.gpu_claims(gpu)}
+    # every claim of the section's family holds (the table shows sixteen checks)
+    assert len(gclaims) == 16 and all(c["holds"] for c in gclaims.values())
     # Holm never lowers a p-value, and the family is adjusted as one
-    assert all(c["p_holm"] >= c["p"] for c in claims.values())
-    # "from four times the length on, ALiBi is the lowest" of every model and rule
+    assert all(c["p_holm"] >= c["p"] for c in gclaims.values())
+    # "ALiBi is the lowest of every model and rule at every length past the training length"
     L = gpu["config"]["lm"]["train_length"]
     for n in R.gpu_lengths(gpu):
-        if n < 4 * L:
+        if n <= L:
             continue
         alibi = mean(R.gpu_lm_values(gpu, "alibi", n))
         others = [R.gpu_lm_values(gpu, e, n) for e in ENCODINGS if e != "alibi"]
         others += [R.gpu_scaling_values(gpu, k, m, n) for k in ("pi", "ntk", "yarn", "llama3")
                    for m in ("fixed", "matched")]
+        others += [R.gpu_scaling_values(gpu, "dynamic", "fixed", n)]
+        others += [R.gpu_lm_values(gpu, e, n, train_length=4 * L) for e in ("rope", "alibi")]
         assert all(alibi < mean(v) for v in others if None not in v), n
-    # "every rule does better than with one factor" at twice the length
+    # "every rule does better than with one factor" at twice the length, NTK included,
+    # which on the CPU tier did worse with its factor matched
     for k in ("pi", "ntk", "yarn", "llama3"):
         assert mean(R.gpu_scaling_values(gpu, k, "matched", 2 * L)) < \
             mean(R.gpu_scaling_values(gpu, k, "fixed", 2 * L))
+    assert claims["2L_ntk_fixed_matched"]["holds"]
+    # "here the two tiers disagree": the CPU tier's Llama 3.1 rule (matched) below ALiBi
+    # at twice the length, the GPU tier's ALiBi below it
+    assert claims["2L_llama3_matched_alibi"]["holds"]
+    assert gclaims["alibi_llama3_matched_2L"]["holds"]
 
 
-def test_gpu_no_model_uses_the_longer_history(gpu):
+def test_gpu_history_as_the_prose_states_it(gpu, results):
+    """"What the longer history is worth here": ALiBi trained at L gains a little from
+    twice the history, mostly on the far targets, in every seed, and nothing from more;
+    the models trained at 4 L gain less from theirs and are worse than those trained at L;
+    the probe finds nothing; the models are still learning (not converged)."""
+    g = {c["name"]: c for c in R.gpu_claims(gpu)}
     L = gpu["config"]["lm"]["train_length"]
-    ns = R.gpu_lengths(gpu)
+    assert g["alibi_history"]["holds"] and g["alibi_history_far"]["holds"]
     for metric in ("target", "far"):
-        al = [mean(R.gpu_lm_values(gpu, "alibi", n, metric)) for n in ns]
-        assert max(al) - min(al) < 0.005, metric
-    # the model trained at 4 L is worse at 4 L than the one trained at L is at L, on the
-    # same target bytes and the same seeds (paired)
-    ref = R.gpu_lm_values(gpu, "rope", 4 * L, train_length=4 * L)
-    base = R.gpu_lm_values(gpu, "rope", L)
-    assert stats.paired(ref, base)["lo"] > 0
+        short = R.gpu_lm_values(gpu, "alibi", L, metric)
+        long = R.gpu_lm_values(gpu, "alibi", 2 * L, metric)
+        assert all(b < a for a, b in zip(short, long, strict=True)), metric
+    assert g["alibi_history_far"]["mean"] / g["alibi_history"]["mean"] > 3
+    past = [mean(R.gpu_lm_values(gpu, "alibi", n)) for n in R.gpu_lengths(gpu) if n >= 2 * L]
+    assert max(past) - min(past) < 0.002
+    for e in ("rope", "alibi"):
+        assert g[f"ref_{e}_history_far"]["holds"]
+        assert g[f"ref_{e}_history_far"]["mean"] > g["alibi_history_far"]["mean"]
+        assert g[f"{e}_ref"]["holds"]
+    assert R.gpu_probe_best(gpu) == 0.0
+    # "fell by at least" the glued value (rounded down to two places)
+    assert min(R.gpu_loss_drop(gpu).values()) >= 0.08
+    # "on the CPU tier's smaller model ALiBi's own change was not separated from zero"
+    L_cpu = results["config"]["lm"]["train_length"]
+    d = R.difference(results, ("lm", "alibi"), ("lm", "alibi"), (4 * L_cpu, L_cpu), "far")
+    assert d["lo"] < 0 < d["hi"]
+    # the call's record: two calls, the plan in several processes, the groups it skipped
+    calls = gpu["provenance"]["calls"]
+    assert len(calls) == 2 and gpu["parallel"]["workers"] >= len(ENCODINGS)
+    assert {"finetune-plain", "probe-alibi-L512"} <= set(gpu["skipped"])
+    assert not any(s.startswith("lm-alibi-L2048") for s in gpu["skipped"])
 
 
 def test_gpu_accessors_reject_bad_input(gpu):
@@ -988,7 +1015,7 @@ def test_gpu_figure_and_tables_render(gpu):
     # six encodings, one reference, four rules two ways
     assert md.count("\n") - 1 == 6 + 1 + 8
     claims = str(pf.experiment_gpu_claims_table(gpu))
-    assert claims.count("✓") == 9 and claims.count("✗") == 1
+    assert claims.count("✓") == 16 and claims.count("✗") == 0
 
 
 def test_the_task_seeds_on_a_second_machine_as_the_page_states_them(results):

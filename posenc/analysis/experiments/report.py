@@ -991,39 +991,91 @@ def gpu_scaling_values(results, kind: str, mode: str, n: int,
     return _gpu_pick(rows, metric, n)
 
 
+def gpu_loss_drop(results, share: float = 0.2) -> dict:
+    """How much each GPU-tier language model's training loss still fell at the end: per
+    model (``"encoding@train_length"``), the mean over seeds of the mean logged loss in
+    the second-last ``share`` of its steps minus that in the last ``share``.  Positive:
+    still falling, so not converged.
+
+    >>> r = {"schema": 3, "tier": "gpu", "provenance": {}, "config": {}, "units": [
+    ...     {"key": "lm-rope-L8-s0", "encoding": "rope", "train_length": 8, "steps": 10,
+    ...      "losses": [[0, 3.0], [6, 2.0], [7, 2.0], [8, 1.5], [9, 1.5]]}]}
+    >>> gpu_loss_drop(r)
+    {'rope@8': 0.5}
+    """
+    check_gpu(results)
+    if not 0 < share <= 0.5:
+        raise ValueError(f"share must be in (0, 0.5], got {share!r}")
+    per: dict[str, list[float]] = {}
+    for u in results["units"]:
+        if not u["key"].startswith("lm-") or not u.get("losses"):
+            continue
+        steps = int(u["steps"])
+        last = [v for st, v in u["losses"] if st >= (1 - share) * steps]
+        before = [v for st, v in u["losses"] if (1 - 2 * share) * steps <= st
+                  < (1 - share) * steps]
+        if last and before:
+            per.setdefault(f"{u['encoding']}@{u['train_length']}", []).append(
+                float(np.mean(before) - np.mean(last)))
+    return {k: float(np.mean(v)) for k, v in per.items()}
+
+
+def gpu_probe_best(results) -> float:
+    """The highest exact-match rate of any passkey probe in the GPU-tier results (every
+    probed model, length and depth); ``nan`` where nothing was probed."""
+    check_gpu(results)
+    rates = [d["exact"] for u in results["units"] if u["key"].startswith("probe-")
+             for by_depth in u["probe"].values() for d in by_depth.values()]
+    return float(max(rates)) if rates else float("nan")
+
+
 def gpu_claims(results) -> list[dict]:
     """The GPU-tier section's family of claims, each a paired comparison over seeds.
 
-    Each claim reads "``a`` is lower than ``b``" for two per-seed series of losses on the
-    fixed targets (``a`` and ``b`` name them: ``("lm", encoding)`` or ``("scale", kind,
-    mode)``, at ``length``).  Returned with the mean difference ``a - b`` and its 95 %
-    interval, the two-sided paired t p-value and the Holm-adjusted p over the whole
-    family (:func:`stats.holm`); ``holds`` is whether the difference is negative and the
-    adjusted p below 0.05.
+    Each claim reads "``a`` is lower than ``b``" for two per-seed series of losses (``a``
+    and ``b`` name them: ``("lm", encoding)`` for a model trained at the tier's length,
+    ``("ref", encoding, train_length)`` for a reference trained longer, ``("scale", kind,
+    mode)`` for RoPE with a scaling rule), at ``length`` (or at ``(length of a, length of
+    b)``, the same model read with more and less history), on ``metric`` (the fixed
+    targets, or the far-identifier ones).  Returned with the mean difference ``a - b`` and
+    its 95 % interval, the two-sided paired t p-value and the Holm-adjusted p over the
+    whole family (:func:`stats.holm`); ``holds`` is whether the difference is negative and
+    the adjusted p below 0.05.
     """
     check_gpu(results)
     L = results["config"]["lm"]["train_length"]
 
-    def series(spec, n):
+    def series(spec, n, metric):
         if spec[0] == "lm":
-            return gpu_lm_values(results, spec[1], n)
-        return gpu_scaling_values(results, spec[1], spec[2], n)
+            return gpu_lm_values(results, spec[1], n, metric)
+        if spec[0] == "ref":
+            return gpu_lm_values(results, spec[1], n, metric, train_length=spec[2])
+        return gpu_scaling_values(results, spec[1], spec[2], n, metric)
 
-    family = [("llama3_matched_alibi", ("scale", "llama3", "matched"), ("lm", "alibi"), 2 * L),
-              ("yarn_matched_alibi", ("scale", "yarn", "matched"), ("lm", "alibi"), 2 * L),
-              ("alibi_llama3_matched", ("lm", "alibi"), ("scale", "llama3", "matched"), 4 * L),
-              ("alibi_yarn_matched", ("lm", "alibi"), ("scale", "yarn", "matched"), 4 * L)]
-    family += [(f"{k}_matched_fixed", ("scale", k, "matched"), ("scale", k, "fixed"), 2 * L)
-               for k in ("pi", "ntk", "yarn", "llama3")]
-    family += [(f"rope_{k}_fixed", ("lm", "rope"), ("scale", k, "fixed"), L)
+    alibi: tuple = ("lm", "alibi")
+    family: list[tuple] = [(f"alibi_{k}_matched_{f}L", alibi, ("scale", k, "matched"), f * L, "target")
+              for f in (2, 4) for k in ("llama3", "yarn")]
+    family += [(f"{k}_matched_fixed", ("scale", k, "matched"), ("scale", k, "fixed"), 2 * L,
+                "target") for k in ("pi", "ntk", "yarn", "llama3")]
+    family += [(f"rope_{k}_fixed", ("lm", "rope"), ("scale", k, "fixed"), L, "target")
                for k in ("yarn", "llama3")]
+    # the longer history: the same model reading 2 L bytes against L before the same
+    # targets; a reference trained at 4 L reading 4 L against L (far targets, the ones
+    # chosen as needing distant context); and the model trained at L against its reference
+    family += [("alibi_history", alibi, alibi, (2 * L, L), "target"),
+               ("alibi_history_far", alibi, alibi, (2 * L, L), "far")]
+    family += [(f"ref_{e}_history_far", ("ref", e, 4 * L), ("ref", e, 4 * L), (4 * L, L),
+                "far") for e in ("rope", "alibi")]
+    family += [(f"{e}_ref", ("lm", e), ("ref", e, 4 * L), (L, 4 * L), "target")
+               for e in ("rope", "alibi")]
     out = []
-    for name, a, b, n in family:
-        va, vb = series(a, n), series(b, n)
+    for name, a, b, n, metric in family:
+        na, nb = n if isinstance(n, tuple) else (n, n)
+        va, vb = series(a, na, metric), series(b, nb, metric)
         d = stats.paired(va, vb)
-        out.append({"name": name, "a": a, "b": b, "length": n, "mean": d["mean"],
-                    "lo": d["lo"], "hi": d["hi"], "p": stats.paired_t_pvalue(va, vb),
-                    "n": len(va)})
+        out.append({"name": name, "a": a, "b": b, "length": n, "metric": metric,
+                    "mean": d["mean"], "lo": d["lo"], "hi": d["hi"],
+                    "p": stats.paired_t_pvalue(va, vb), "n": len(va)})
     for c, q in zip(out, stats.holm([c["p"] for c in out]), strict=True):
         c["p_holm"] = q
         c["holds"] = c["mean"] < 0 and q < 0.05
