@@ -1,11 +1,14 @@
 """The GPU tier's plan spread over several processes on one device (``--workers N``).
 
-One training step of the GPU tier's model is bound by the processor that launches its
-kernels, not by the device: on the H200 of the first call each encoding's three stacked
-seeds took 60-90 ms a step while the device sat mostly idle, and vmap (one launch for all
-seeds) did not agree with the per-seed loop for five of the six encodings there.  So the
-plan's groups run in ``N`` processes at once, each launching its own kernels, and the
-device interleaves them.
+One training step of the GPU tier's model launches many small kernels: on the H200 of
+the first call each encoding's three stacked seeds took 60-90 ms a step with the device
+mostly waiting, and vmap (one launch for all seeds) did not agree with the per-seed loop
+for five of the six encodings there (NaN gradients from the fused causal kernel, a float
+bias refused beside bfloat16 queries; vmapped training now writes the attention out,
+:func:`posenc.analysis.experiments.stacked._attend`, and each process checks agreement
+again).  So the plan's groups run in ``N`` processes at once, each launching its own
+kernels, and the device interleaves them: in the call of 2026-11-29 it was busy 95 % of
+the time with eight (``experiments/gpu-calls``).
 
 * Worker ``i < 6`` trains priority 1 for ``ENCODINGS[i]``: every seed of the tier
   (``first_seeds`` and ``more_seeds`` stacked), so that each later comparison has all of

@@ -202,6 +202,9 @@ GPU = {
         "ft_steps": 500, "ft_lr": 5e-4,
         "bf16": True,
         "vmap_off": [],                # encodings that loop over seeds (vmap is also checked)
+        # vmapped training writes the attention scores out (stacked._attend): at most this
+        # length (five seeds at 512, batch 32: about 2 GB of scores per layer)
+        "vmap_max_length": 512,
         "merge_below": 1.3,            # stack all seeds at once if that costs < 1.3x
     },
 }

@@ -82,10 +82,15 @@ class GpuPlan:
         """The batch at ``length``: the same bytes per step as at the training length."""
         return max(1, self.config["lm"]["batch"] * self.L // length)
 
-    def vmap_for(self, enc: str) -> bool:
-        """Whether ``enc`` trains under vmap: asked for, and checked once on this device
-        against the per-seed loop (:func:`~posenc.analysis.experiments.stacked.vmap_agrees`)."""
+    def vmap_for(self, enc: str, length: int | None = None) -> bool:
+        """Whether ``enc`` trains under vmap (at ``length``): asked for, checked once on
+        this device against the per-seed loop
+        (:func:`~posenc.analysis.experiments.stacked.vmap_agrees`), and not past the
+        plan's ``vmap_max_length`` (vmapped training writes the attention scores out, so
+        their memory grows with the square of the length)."""
         if not self.use_vmap or enc in self.plan["vmap_off"]:
+            return False
+        if length is not None and length > self.plan.get("vmap_max_length", length):
             return False
         if enc not in self.vmap_ok:
             stack = self.S.build(self.cfg(enc), self.plan["first_seeds"][:2], self.device)
@@ -146,7 +151,8 @@ class GpuPlan:
         try:
             self.S.train_lm(stack, self.corpus.train, steps=steps, batch=self.batch(length),
                             lr=self.plan["lr"], length=length, bf16=self.bf16,
-                            deadline=self.budget.deadline(), use_vmap=self.vmap_for(enc))
+                            deadline=self.budget.deadline(),
+                            use_vmap=self.vmap_for(enc, length))
         except TimeoutError as e:
             self.skipped.append(name)
             self.log(f"  {name}: stopped, {e}")
@@ -168,10 +174,13 @@ class GpuPlan:
                 "encoding": enc, "seed": seeds[i], "train_length": length, "steps": steps,
                 "losses": [(st, ls[i]) for st, ls in stack.losses],
                 "train_seconds": train_s, "eval_seconds": eval_s, "stacked": len(seeds),
-                "vmap": self.vmap_for(enc), "valid": valid[i][self.L]["target"],
+                "vmap": self.vmap_for(enc, length), "valid": valid[i][self.L]["target"],
                 "test": test[i]})
+        peak = (f", peak {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB"
+                if torch.cuda.is_available() else "")
         self.log(f"  {name}: {steps} steps in {train_s:.0f} s ({1000 * train_s / steps:.1f} "
-                 f"ms/step), evaluated in {eval_s:.0f} s; loss at {length}: "
+                 f"ms/step, vmap {self.vmap_for(enc, length)}{peak}), evaluated in "
+                 f"{eval_s:.0f} s; loss at {length}: "
                  + ", ".join(f"{t[length]['target']:.3f}" for t in test))
         return stack
 
@@ -258,8 +267,18 @@ class GpuPlan:
         if key not in self.step_time:
             stack = self.S.build(self.cfg(enc, length), seeds, self.device)
             kw = dict(batch=self.batch(length), lr=1e-4, length=length, bf16=self.bf16,
-                      use_vmap=self.vmap_for(enc))
-            self.S.train_lm(stack, self.corpus.train, steps=2, **kw)  # type: ignore[arg-type]
+                      use_vmap=self.vmap_for(enc, length))
+            try:
+                self.S.train_lm(stack, self.corpus.train, steps=2, **kw)  # type: ignore[arg-type]
+            except torch.OutOfMemoryError:
+                if not kw["use_vmap"]:
+                    raise
+                # the written-out scores of every seed at once do not fit: loop instead
+                self.log(f"  {enc}: out of memory under vmap at {length}, looping")
+                self.vmap_ok[enc] = False
+                del stack
+                torch.cuda.empty_cache()
+                return self.measure(enc, length, seeds)
             t0 = time.perf_counter()
             self.S.train_lm(stack, self.corpus.train, steps=3, **kw)  # type: ignore[arg-type]
             self.step_time[key] = (time.perf_counter() - t0) / 3
@@ -328,10 +347,10 @@ class GpuPlan:
                 return
             probe = self.S.build(cfg, seeds, self.device)
             self.S.train_task(probe, maker, steps=2, batch=tc["batch"], lr=lr, bf16=self.bf16,
-                              use_vmap=self.vmap_for(enc))
+                              use_vmap=self.vmap_for(enc, length))
             t0 = time.perf_counter()
             self.S.train_task(probe, maker, steps=3, batch=tc["batch"], lr=lr, bf16=self.bf16,
-                              use_vmap=self.vmap_for(enc))
+                              use_vmap=self.vmap_for(enc, length))
             self.step_time[key] = (time.perf_counter() - t0) / 3
         if not self._fits(group, tc["steps"] * self.step_time[key] + self.eval_time + 1.0):
             return
@@ -345,7 +364,7 @@ class GpuPlan:
         try:
             got = self.S.train_task(stack, maker, steps=tc["steps"], batch=tc["batch"], lr=lr,
                                     bf16=self.bf16, deadline=self.budget.deadline(),
-                                    use_vmap=self.vmap_for(enc),
+                                    use_vmap=self.vmap_for(enc, length),
                                     stop=lambda m: valid(m) >= tc["target"],
                                     check_every=tc["check_every"])
         except TimeoutError as e:
@@ -435,7 +454,7 @@ class GpuPlan:
                             lr=float(p["ft_lr"]), length=n_ft, bf16=self.bf16,
                             deadline=self.budget.deadline(),
                             rng_seeds=[1000 + s for s in seeds],
-                            use_vmap=self.vmap_for("rope"))
+                            use_vmap=self.vmap_for("rope", n_ft))
         except TimeoutError as e:
             self.skipped.append(name)
             self.log(f"  {name}: stopped, {e}")

@@ -8,6 +8,8 @@
 # experiments/.corpus/sympy.npz; and the commit in .device_commit (git rev-parse HEAD).
 # Usage there: OUT=/some/dir bash tools/device_experiments.sh [BUDGET, default 480]
 # Files back (6): machine.txt, dmon.txt, exp/{log.txt,results.json,results.md,units.jsonl}
+# Read first in the log: each encoding's vmap check ("vmap does not agree" or not), the
+# step times of the calibration, and each group's peak memory.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/device-out}

@@ -361,7 +361,7 @@ def test_provenance_falls_back_to_the_package_version(monkeypatch):
 
 # -- seeds trained together ----------------------------------------------------------------
 
-@pytest.mark.parametrize("enc", ["rope", "t5", "learned"])
+@pytest.mark.parametrize("enc", ENCODINGS)
 @pytest.mark.parametrize("use_vmap", [True, False])
 def test_stacked_seeds_train_as_separate_runs_would(corpus, enc, use_vmap):
     cfg = _tiny(enc)
@@ -420,6 +420,43 @@ def test_stacked_task_training_matches_single_runs_and_stops_per_seed(use_vmap):
     torch.testing.assert_close(got[1]["model"](seq), early.model(seq), rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match="check_every must be an integer >= 1"):
         S.train_task(stack, maker, steps=2, batch=4, lr=1e-3, check_every=0)
+
+
+def test_vmapped_training_attends_without_the_fused_kernel(corpus, monkeypatch):
+    """Under vmap, training runs the attention written out (stacked._attend): the fused
+    kernel's batching rules gave NaN gradients or refused a float bias on CUDA.  With the
+    fused kernel made to fail, vmapped training still runs, and the per-seed loop and
+    evaluation (no gradients) still call it."""
+    from posenc.analysis.experiments import models as M
+
+    for enc in ("nope", "alibi", "t5"):
+        stack = S.build(_tiny(enc), [0, 1], "cpu")
+        ok, why = S.vmap_agrees(stack, corpus.train, batch=2)
+        assert ok, (enc, why)
+    calls = []
+    real = M.F.scaled_dot_product_attention
+
+    def counted(*a, **kw):
+        calls.append(torch._C._functorch.is_batchedtensor(a[0]))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(M.F, "scaled_dot_product_attention", counted)
+    stack = S.build(_tiny("alibi"), [0, 1], "cpu")
+    S.train_lm(stack, corpus.train, steps=2, batch=2, lr=1e-3, use_vmap=True)
+    assert calls == []
+    S.train_lm(stack, corpus.train, steps=1, batch=2, lr=1e-3, use_vmap=False)
+    assert calls and not any(calls)
+    calls.clear()
+    ch = C.eval_chunks(corpus.test, max_length=32, target=16, n_chunks=2)
+    S.eval_lm(stack, corpus.test, ch, [32], bucket=32, use_vmap=True)
+    assert calls and all(calls)
+    # written out, the attention is the fused kernel's: causal, or the additive bias
+    q, k, v = torch.randn(3, 2, 2, 7, 4).unbind(0)
+    bias = torch.randn(2, 7, 7) + torch.full((7, 7), float("-inf")).triu(1)
+    torch.testing.assert_close(S._attend(q, k, v, None),
+                               real(q, k, v, is_causal=True), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(S._attend(q, k, v, bias), real(q, k, v, attn_mask=bias),
+                               rtol=1e-5, atol=1e-6)
 
 
 def test_stacked_training_honours_the_deadline_and_checks_vmap(corpus):
@@ -1100,3 +1137,33 @@ def test_committed_gpu_results_are_the_merge_of_their_calls():
     from experiments.merge_gpu_calls import _group
 
     assert not {_group(u["key"]) for u in r["units"]} & {_group(s) for s in r["skipped"]}
+
+
+def test_gpu_plan_vmaps_only_short_training_and_loops_when_memory_runs_out(corpus,
+                                                                           monkeypatch):
+    """Vmapped training writes the attention scores out, so the plan vmaps only up to
+    ``vmap_max_length``, and where even that does not fit the device (measured on the
+    real batch before a group trains) it loops over the seeds instead of losing the group."""
+    sys.path.insert(0, str(ROOT))
+    from experiments.run import TIERS, GpuPlan
+
+    cfg = json.loads(json.dumps(TIERS["gpuquick"]))
+    cfg["plan"]["vmap_max_length"] = 32
+    logs = []
+    plan = GpuPlan(cfg, corpus, U.UnitStore(Path("/nonexistent-dir-for-test")),
+                   device="cpu", budget=U.Budget(None), steps=2, log=logs.append)
+    assert plan.vmap_for("rope", 32) and not plan.vmap_for("rope", 64)
+    assert plan.vmap_for("rope")  # evaluation: no length, the fused kernel's forward
+    real = S.train_lm
+    asked = []
+
+    def no_room_under_vmap(*args, use_vmap=True, **kw):
+        asked.append(use_vmap)
+        if use_vmap:
+            raise torch.OutOfMemoryError("CUDA out of memory")
+        return real(*args, use_vmap=use_vmap, **kw)
+
+    monkeypatch.setattr(S, "train_lm", no_room_under_vmap)
+    assert plan.measure("rope", 32, [0, 1]) > 0
+    assert asked[0] is True and not any(asked[1:]) and plan.vmap_ok["rope"] is False
+    assert any("out of memory under vmap" in m for m in logs)

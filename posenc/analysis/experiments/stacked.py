@@ -26,7 +26,7 @@ import torch
 from torch.nn import functional as F
 
 from .corpus import EvalChunks, Split, lm_batch
-from .models import ModelConfig, TinyDecoder
+from .models import Block, ModelConfig, TinyDecoder
 from .train import _schedule, can_read, summarise
 
 
@@ -54,6 +54,41 @@ class Stack:
         return m.eval()
 
 
+def _attend(q, k, v, bias):
+    """Causal attention written out: scores, the causal mask or the additive bias (which
+    carries the mask), softmax in float32, values.  The same function as the fused kernel
+    :class:`.models.Block` calls, in operations whose vmap batching rules hold on every
+    device: on CUDA (torch 2.11) the fused kernels under vmap gave NaN gradients (the
+    causal path) or refused a float32 bias beside bfloat16 queries (ALiBi)."""
+    scores = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
+    if bias is None:
+        n = q.shape[-2]
+        causal = torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1)
+        scores = scores.masked_fill(causal, float("-inf"))
+    else:
+        scores = scores + bias
+    return torch.softmax(scores.float(), dim=-1).to(v.dtype) @ v
+
+
+class _StackedBlock(Block):
+    """:class:`.models.Block` whose attention, when vmap trains it, is :func:`_attend`;
+    run on one seed's plain tensors, or without gradients (evaluation, where the fused
+    kernel's forward under vmap is right and the written-out scores of a long input would
+    not fit), it is the block itself."""
+
+    def forward(self, x, rope, bias):
+        if not (torch.is_grad_enabled() and torch._C._functorch.is_batchedtensor(x)):
+            return super().forward(x, rope, bias)
+        b, t, d = x.shape
+        heads = self.qkv(self.ln1(x)).view(b, t, 3, self.n_heads, d // self.n_heads)
+        q, k, v = heads.permute(2, 0, 3, 1, 4)
+        if rope is not None:
+            q, k = rope(q, k)
+        mixed = _attend(q, k, v, bias).transpose(1, 2).reshape(b, t, d)
+        x = x + self.out(mixed)
+        return x + self.mlp(self.ln2(x))
+
+
 def build(cfg: ModelConfig, seeds: Sequence[int], device: str = "cpu") -> Stack:
     """Stack the initial models of ``seeds`` (each drawn as :func:`.train.train_lm` draws it)."""
     seeds = tuple(int(s) for s in seeds)
@@ -65,6 +100,8 @@ def build(cfg: ModelConfig, seeds: Sequence[int], device: str = "cpu") -> Stack:
         models.append(TinyDecoder(cfg))
     params, _ = torch.func.stack_module_state(models)
     template = TinyDecoder(cfg).to(device)
+    for block in template.blocks:  # the same parameters and code, attention vmap-safe
+        block.__class__ = _StackedBlock
     return Stack(template, {k: v.detach().to(device).requires_grad_(True)
                             for k, v in params.items()}, seeds)
 
