@@ -693,7 +693,8 @@ def main(argv=None) -> int:
     ap.add_argument("--groups", default=None,
                     help="gpu tier, one process: run only these groups of the plan "
                          "(comma-separated, e.g. lm-alibi-L2048,probe-alibi-L2048), every "
-                         "seed stacked, the others' stored units still assembled")
+                         "seed stacked; the results list those groups' units "
+                         "(experiments/merge_gpu_calls.py puts calls together)")
     ap.add_argument("--workers", type=int, default=1,
                     help="gpu tier: processes that share the device, each launching its "
                          "own groups' kernels (experiments/gpu_parallel.py; 1: the plan in "
