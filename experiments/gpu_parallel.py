@@ -1,8 +1,8 @@
 """The GPU tier's plan spread over several processes on one device (``--workers N``).
 
 One training step of the GPU tier's model launches many small kernels: on the H200 of
-the first call each encoding's three stacked seeds took 60-90 ms a step with the device
-mostly waiting, and vmap (one launch for all seeds) did not agree with the per-seed loop
+the first call each encoding's three stacked seeds took 60-90 ms a step, one group after
+another (the device's use was not recorded then), and vmap (one launch for all seeds) did not agree with the per-seed loop
 for five of the six encodings there (NaN gradients from the fused causal kernel, a float
 bias refused beside bfloat16 queries; vmapped training now writes the attention out,
 :func:`posenc.analysis.experiments.stacked._attend`, and each process checks agreement
