@@ -2,9 +2,10 @@
 
 One training step of the GPU tier's model launches many small kernels: on the H200 of
 the first call each encoding's three stacked seeds took 60-90 ms a step, one group after
-another (the device's use was not recorded then), and vmap (one launch for all seeds) did not agree with the per-seed loop
-for five of the six encodings there (NaN gradients from the fused causal kernel, a float
-bias refused beside bfloat16 queries; vmapped training now writes the attention out,
+another (the device's use was not recorded then), and vmap (one launch for all seeds) did
+not agree with the per-seed loop for five of the six encodings there (NaN gradients from
+the fused causal kernel, a float bias refused beside bfloat16 queries; vmapped training
+now writes the attention out,
 :func:`posenc.analysis.experiments.stacked._attend`, and each process checks agreement
 again).  So the plan's groups run in ``N`` processes at once, each launching its own
 kernels, and the device interleaves them: in the call of 2026-11-29 it was busy 95 % of
@@ -269,7 +270,8 @@ def assemble(store_dir: Path, read: list, shared: Path, n_workers: int, code: st
             seen.add(key)
             units.append(u)
     never = [item_name(it) for j, it in enumerate(its) if not claims[j]]
-    return {"step_ms": step_ms, "vmap": vmap, "skipped": skipped + never,
+    # a group a worker found too long is named again when a later group asks for its stack
+    return {"step_ms": step_ms, "vmap": vmap, "skipped": list(dict.fromkeys(skipped + never)),
             "errors": errors, "units": units}
 
 
