@@ -68,6 +68,17 @@ def item_name(item: tuple) -> str:
     return f"{item[2]}-{item[3]}-lr{item[4]:g}"
 
 
+def group_names(config: dict) -> set[str]:
+    """Every group name of the plan, as :meth:`GpuPlan.guard` logs it (what ``run.py
+    --groups`` may name)."""
+    from posenc.analysis.experiments.models import ENCODINGS
+
+    names = {f"lm-{e}" for e in ENCODINGS} | {f"lm-{e}-more" for e in ENCODINGS}
+    names |= {item_name(it) for it in items(config)}
+    names |= {f"probe-{e}-L{int(n)}" for e, n in config["plan"]["references"]}
+    return names
+
+
 def steps_for(times: list[float], left: float, plan: dict) -> int:
     """The language models' steps: priority 1's groups run side by side, so the slowest
     of them, at the step time measured under contention, must finish within

@@ -610,6 +610,12 @@ def run_gpu(config: dict, args, corpus: C.Corpus, tier: str) -> int:
         # every seed of the tier stacked, as --workers trains them: a later call completes
         # groups an earlier one's budget did not reach, under the same code and keys
         only = {g for g in args.groups.split(",") if g}
+        from experiments.gpu_parallel import group_names
+
+        unknown = sorted(only - group_names(config))
+        if not only or unknown:
+            raise SystemExit(f"--groups must name groups of the plan (e.g. lm-alibi-L2048, "
+                             f"scaling, finetune-pi), got {unknown or args.groups!r}")
         guard = plan.guard
         plan.guard = lambda name, fn, *a: (  # type: ignore[method-assign]
             guard(name, fn, *a) if name in only else None)

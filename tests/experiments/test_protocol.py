@@ -684,6 +684,10 @@ def test_gpu_plan_in_several_processes_stores_what_one_process_does(corpus, tmp_
     assert bad.returncode != 0 and "--workers must be 1 or at least 6" in bad.stderr
     bad = _gpuquick(tmp_path / "bad", "--workers", "7")
     assert bad.returncode == 2 and "--workers needs --corpus-file" in bad.stderr
+    bad = _gpuquick(tmp_path / "bad", "--corpus-file", str(corpus_file), "--groups",
+                    "lm-alibi-L128,lm-alibi-L999")
+    assert bad.returncode != 0 and "--groups must name groups of the plan" in bad.stderr
+    assert "lm-alibi-L999" in bad.stderr and not (tmp_path / "bad" / "units.jsonl").exists()
 
 
 def test_gpu_plan_skips_units_that_do_not_fit_the_budget(tmp_path):
