@@ -21,8 +21,8 @@ the time with eight (``experiments/gpu-calls``).
   measures for its first group while all of them measure (so under the same contention),
   and sized so that priority 1 takes ``first_share`` of the budget.
 
-Each group is :class:`experiments.stage_gpu.GpuPlan`'s own code, so a unit is keyed, trained
-and stored exactly as in one process; the store's file takes one line at a time under a
+Each group runs through :meth:`experiments.stage_gpu.GpuPlan.run_item`, as in one process,
+so a unit is keyed, trained and stored exactly as there; the store's file takes one line at a time under a
 lock.  The parent writes ``results.json`` from the stored units every few seconds and at the
 end, so a call cut short keeps every unit it finished.
 """
@@ -37,35 +37,11 @@ import time
 import traceback
 from pathlib import Path
 
+from experiments.stage_gpu import item_name, items
+
 #: the stacks later groups read, and whose priority-1 worker saves them
 SHARED = ("rope", "alibi")
 PENDING, READY, NONE = 0, 1, 2
-
-
-def items(config: dict) -> list[tuple]:
-    """The groups after priority 1, in priority order; each names the stack it needs
-    (``"rope"``, ``"alibi"`` or ``None``) as its second field."""
-    out: list[tuple] = [("scaling", "rope"), ("probe", "rope"), ("probe", "alibi")]
-    out += [("reference", None, enc, int(n)) for enc, n in config["plan"]["references"]]
-    out += [("finetune", "rope", arm) for arm in config["finetune"]["arms"]]
-    from posenc.analysis.experiments.models import ENCODINGS
-
-    out += [("task", None, name, enc, float(lr)) for name in ("copy", "passkey")
-            for lr in config[name]["lrs"] for enc in ENCODINGS]
-    return out
-
-
-def item_name(item: tuple) -> str:
-    kind = item[0]
-    if kind == "scaling":
-        return "scaling"
-    if kind == "probe":
-        return f"probe-{item[1]}"
-    if kind == "reference":
-        return f"lm-{item[2]}-L{item[3]}"
-    if kind == "finetune":
-        return f"finetune-{item[2]}"
-    return f"{item[2]}-{item[3]}-lr{item[4]:g}"
 
 
 def group_names(config: dict) -> set[str]:
@@ -169,7 +145,8 @@ def worker(i: int, spec: dict, sync: dict) -> None:
     def write_meta() -> None:
         meta = {"keys": order, "step_ms": {f"{e}@{n}x{k}": 1000 * t for (e, n, k), t in
                                            plan.step_time.items()},
-                "vmap": plan.vmap_ok, "skipped": plan.skipped, "errors": plan.errors}
+                "vmap": plan.vmap_ok, "attention": plan.attention_record(),
+                "skipped": plan.skipped, "errors": plan.errors}
         tmp = meta_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(meta))
         tmp.replace(meta_path)
@@ -221,25 +198,13 @@ def worker(i: int, spec: dict, sync: dict) -> None:
                 time.sleep(0.5)
                 continue
             it = its[j]
-            kind, need = it[0], it[1]
+            need = it[1]
             stack = None
             if need is not None and (shared / f"{need}.pt").is_file():
                 stack = _load(plan, need, seeds, shared / f"{need}.pt")
             rank = (1, j)
-            if kind == "scaling":
-                run(rank, "scaling", plan.scaling, stack, seeds, steps)
-            elif kind == "probe":
-                run(rank, f"probe-{need}", plan.probe_group, need, L, seeds, steps, stack)
-            elif kind == "reference":
-                _, _, renc, n = it
-                ref = run(rank, f"lm-{renc}-L{n}", plan.lm_group, renc, n, seeds, steps)
-                run(rank, f"probe-{renc}-L{n}", plan.probe_group, renc, n, seeds, steps, ref)
-                del ref
-            elif kind == "finetune":
-                run(rank, f"finetune-{it[2]}", plan.finetune_arm, it[2], seeds, steps, stack)
-            else:
-                _, _, name, tenc, lr = it
-                run(rank, f"{name}-{tenc}-lr{lr:g}", plan.task_group, name, tenc, seeds, lr)
+            plan.run_item(it, seeds, steps, stack,
+                          call=lambda name, fn, *args, rank=rank: run(rank, name, fn, *args))
             del stack
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
@@ -260,7 +225,7 @@ def assemble(store_dir: Path, read: list, shared: Path, n_workers: int, code: st
     from posenc.analysis.experiments.units import UnitStore
 
     store = UnitStore(store_dir, read, jsonl=True, code=code)
-    rows, step_ms, vmap, skipped, errors = [], {}, {}, [], []
+    rows, step_ms, vmap, attention, skipped, errors = [], {}, {}, {}, [], []
     for i in range(n_workers):
         p = shared / f"w{i}.json"
         try:
@@ -272,6 +237,7 @@ def assemble(store_dir: Path, read: list, shared: Path, n_workers: int, code: st
         for k, v in meta["step_ms"].items():
             step_ms.setdefault(k, v)
         vmap.update(meta["vmap"])
+        attention.update(meta.get("attention", {}))
         skipped += meta["skipped"]
         errors += meta["errors"]
     units, seen = [], set()
@@ -282,7 +248,7 @@ def assemble(store_dir: Path, read: list, shared: Path, n_workers: int, code: st
             units.append(u)
     never = [item_name(it) for j, it in enumerate(its) if not claims[j]]
     # a group a worker found too long is named again when a later group asks for its stack
-    return {"step_ms": step_ms, "vmap": vmap, "skipped": list(dict.fromkeys(skipped + never)),
+    return {"step_ms": step_ms, "vmap": vmap, "attention": attention, "skipped": list(dict.fromkeys(skipped + never)),
             "errors": errors, "units": units}
 
 

@@ -205,6 +205,9 @@ GPU = {
         # vmapped training writes the attention scores out (stacked._attend): at most this
         # length (five seeds at 512, batch 32: about 2 GB of scores per layer)
         "vmap_max_length": 512,
+        # ALiBi and T5 looping over seeds: the ways to attend, each checked against the
+        # model's own and timed on the device, the fastest kept (stacked.BIAS_ATTENTION)
+        "bias_attention": ["flex", "full", "blocked"],
         "merge_below": 1.3,            # stack all seeds at once if that costs < 1.3x
     },
 }
@@ -244,7 +247,9 @@ GPUQUICK = {
              "max_steps": 8, "min_steps": 2, "first_share": 0.5,
              "references": [["rope", 64], ["alibi", 128]], "ft_steps": 2, "ft_lr": 1e-3,
              "bf16": False,
-             "vmap_off": [], "merge_below": None},
+             "vmap_off": [], "merge_below": None,
+             # the 128-byte ALiBi reference loops, so its ways to attend are checked
+             "vmap_max_length": 64, "bias_attention": ["flex", "full", "blocked"]},
 }
 TIERS = {"cpu": CPU, "gpu": GPU, "quick": QUICK, "gpuquick": GPUQUICK}
 
@@ -595,7 +600,7 @@ def run_gpu(config: dict, args, corpus: C.Corpus, tier: str) -> int:
         steps = sorted({u["steps"] for u in units if "steps" in u})
         plan.results = lambda: {  # type: ignore[method-assign]
             "steps": steps[0] if len(steps) == 1 else steps, "step_ms": {}, "vmap": {},
-            "first_seeds": None, "skipped": [], "errors": [],
+            "attention": {}, "first_seeds": None, "skipped": [], "errors": [],
             "far_targets": plan.far_share(), "units": units}
         write()
         print(f"assembled {len(units)} units into {out / 'results.json'}")

@@ -15,6 +15,34 @@ from posenc.analysis.experiments.models import ENCODINGS, ModelConfig
 from posenc.analysis.experiments.rules import matched_kinds, scaling_parameters
 from posenc.analysis.experiments.units import UnitStore
 
+#: the encodings that add a bias to the attention scores, so may attend in several ways
+BIAS_ENCODINGS = ("alibi", "t5")
+
+def items(config: dict) -> list[tuple]:
+    """The groups after priority 1, in priority order (:meth:`GpuPlan.run_item` runs
+    one); each names the stack it reads (``"rope"``, ``"alibi"`` or ``None``) as its
+    second field."""
+    out: list[tuple] = [("scaling", "rope"), ("probe", "rope"), ("probe", "alibi")]
+    out += [("reference", None, enc, int(n)) for enc, n in config["plan"]["references"]]
+    out += [("finetune", "rope", arm) for arm in config["finetune"]["arms"]]
+    out += [("task", None, name, enc, float(lr)) for name in ("copy", "passkey")
+            for lr in config[name]["lrs"] for enc in ENCODINGS]
+    return out
+
+
+def item_name(item: tuple) -> str:
+    """The name an item's (first) group has in the log and in ``run.py --groups``."""
+    kind = item[0]
+    if kind == "scaling":
+        return "scaling"
+    if kind == "probe":
+        return f"probe-{item[1]}"
+    if kind == "reference":
+        return f"lm-{item[2]}-L{item[3]}"
+    if kind == "finetune":
+        return f"finetune-{item[2]}"
+    return f"{item[2]}-{item[3]}-lr{item[4]:g}"
+
 
 class GpuPlan:
     """The protocol for one call on a lent accelerator (``--tier gpu``).
@@ -66,6 +94,8 @@ class GpuPlan:
         self.eval_time = 0.0
         self.steps = steps
         self.vmap_ok: dict[str, bool] = {}
+        self.attention_ok: dict[tuple[str, str], bool] = {}
+        self.attention: dict[tuple[str, int], str] = {}  # (encoding, length): the way chosen
         self.keys: list[tuple[str, dict]] = []  # every unit of the plan, in order
         self.skipped: list[str] = []
         self.errors: list[dict] = []
@@ -147,6 +177,8 @@ class GpuPlan:
             return None
         cfg = self.cfg(enc, length)
         stack = self.S.build(cfg, seeds, self.device)
+        attention = self.attention_for(enc, length)
+        self.S.set_attention(stack, attention)
         t0 = time.perf_counter()
         try:
             self.S.train_lm(stack, self.corpus.train, steps=steps, batch=self.batch(length),
@@ -174,12 +206,14 @@ class GpuPlan:
                 "encoding": enc, "seed": seeds[i], "train_length": length, "steps": steps,
                 "losses": [(st, ls[i]) for st, ls in stack.losses],
                 "train_seconds": train_s, "eval_seconds": eval_s, "stacked": len(seeds),
-                "vmap": self.vmap_for(enc, length), "valid": valid[i][self.L]["target"],
+                "vmap": self.vmap_for(enc, length), "attention": attention,
+                "valid": valid[i][self.L]["target"],
                 "test": test[i]})
         peak = (f", peak {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB"
                 if torch.cuda.is_available() else "")
         self.log(f"  {name}: {steps} steps in {train_s:.0f} s ({1000 * train_s / steps:.1f} "
-                 f"ms/step, vmap {self.vmap_for(enc, length)}{peak}), evaluated in "
+                 f"ms/step, vmap {self.vmap_for(enc, length)}, attention {attention}{peak}), "
+                 "evaluated in "
                  f"{eval_s:.0f} s; loss at {length}: "
                  + ", ".join(f"{t[length]['target']:.3f}" for t in test))
         return stack
@@ -262,12 +296,18 @@ class GpuPlan:
         return first, more
 
     def measure(self, enc: str, length: int, seeds) -> float:
-        """Seconds per training step of ``seeds`` stacked (after two warm-up steps)."""
+        """Seconds per training step of ``seeds`` stacked (after two warm-up steps).  For
+        an additive-bias encoding the seeds run one at a time, the fastest of the ways to
+        attend that agree with the model's own is chosen here (:meth:`attention_for`)."""
         key = (enc, length, len(seeds))
         if key not in self.step_time:
             stack = self.S.build(self.cfg(enc, length), seeds, self.device)
             kw = dict(batch=self.batch(length), lr=1e-4, length=length, bf16=self.bf16,
                       use_vmap=self.vmap_for(enc, length))
+            ways = self.attention_ways(enc, length)
+            if len(ways) > 1:
+                self.step_time[key] = self._time_ways(enc, length, stack, ways, kw)
+                return self.step_time[key]
             try:
                 self.S.train_lm(stack, self.corpus.train, steps=2, **kw)  # type: ignore[arg-type]
             except torch.OutOfMemoryError:
@@ -286,8 +326,64 @@ class GpuPlan:
                      f"{1000 * self.step_time[key]:.1f} ms")
         return self.step_time[key]
 
+    def attention_ways(self, enc: str, length: int) -> list[str]:
+        """The ways ``enc`` may attend at ``length`` (:data:`~posenc.analysis.experiments.
+        stacked.BIAS_ATTENTION`): for ALiBi and T5 on the per-seed path, the plan's
+        ``bias_attention`` that agree with the model's own attention on this device
+        (:func:`~posenc.analysis.experiments.stacked.attention_agrees`, checked once per
+        encoding and way); otherwise only the model's own."""
+        if enc not in BIAS_ENCODINGS or self.vmap_for(enc, length):
+            return ["blocked"]
+        ways = []
+        for way in self.plan.get("bias_attention", ["blocked"]):
+            if way != "blocked" and (enc, way) not in self.attention_ok:
+                stack = self.S.build(self.cfg(enc), self.plan["first_seeds"][:2], self.device)
+                ok, why = self.S.attention_agrees(stack, self.corpus.train, way, batch=2,
+                                                  length=min(self.L, 256), bf16=self.bf16)
+                self.attention_ok[(enc, way)] = ok
+                if not ok:
+                    self.log(f"  {enc}: attention {way!r} does not agree with the model's "
+                             f"own here, not used ({why})")
+            if way == "blocked" or self.attention_ok[(enc, way)]:
+                ways.append(way)
+        return ways or ["blocked"]
+
+    def attention_for(self, enc: str, length: int) -> str:
+        """The way ``enc`` attends at ``length``: the one :meth:`measure` found fastest."""
+        return self.attention.get((enc, length), "blocked")
+
+    def _time_ways(self, enc: str, length: int, stack, ways: list[str], kw: dict) -> float:
+        """Each way's step time (one step, then, unless that one step was already three
+        times the best step so far, another and three timed); the fastest is kept."""
+        times: dict[str, float] = {}
+        for way in ways:
+            self.S.set_attention(stack, way)
+            try:
+                t0 = time.perf_counter()
+                self.S.train_lm(stack, self.corpus.train, steps=1, **kw)
+                first = time.perf_counter() - t0
+                if times and first > 3 * min(times.values()):
+                    self.log(f"  {enc} at {length}, attention {way!r}: one step took "
+                             f"{1000 * first:.0f} ms, not timed further")
+                    continue
+                self.S.train_lm(stack, self.corpus.train, steps=1, **kw)
+                t0 = time.perf_counter()
+                self.S.train_lm(stack, self.corpus.train, steps=3, **kw)
+                times[way] = (time.perf_counter() - t0) / 3
+            except Exception as e:  # noqa: BLE001 - out of memory, a kernel refused: skip
+                self.log(f"  {enc} at {length}, attention {way!r} failed: "
+                         f"{type(e).__name__}: {str(e)[:300]}")
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+        if not times:
+            raise RuntimeError(f"no way to attend trains {enc} at {length}")
+        best = min(times, key=times.__getitem__)
+        self.attention[(enc, length)] = best
+        self.log(f"  step time {enc} at {length}, {stack.n} seeds: " + ", ".join(
+            f"{w} {1000 * t:.1f} ms" for w, t in times.items()) + f"; attends {best!r}")
+        return times[best]
+
     def run(self) -> None:
-        p = self.plan
         first, more = self.seeds_for_first()
         self.first = first
         steps = self.steps = self.choose_steps()
@@ -298,28 +394,39 @@ class GpuPlan:
             stack = self.guard(f"lm-{enc}", self.lm_group, enc, self.L, first, steps)
             if enc in ("rope", "alibi"):
                 kept[enc] = stack
-        self.guard("scaling", self.scaling, kept.get("rope"), first, steps)
-        for enc in ("rope", "alibi"):
-            self.guard(f"probe-{enc}", self.probe_group, enc, self.L, first, steps,
-                       kept.get(enc))
-        kept.pop("alibi", None)
-        for enc, length in p["references"]:
-            stack = self.guard(f"lm-{enc}-L{length}", self.lm_group, enc, int(length), first,
-                               steps)
-            self.guard(f"probe-{enc}-L{length}", self.probe_group, enc, int(length), first,
-                       steps, stack)
-        for arm in self.config["finetune"]["arms"]:
-            kept["rope"] = self.guard(f"finetune-{arm}", self.finetune_arm, arm, first,
-                                      steps, kept.get("rope"))
-        kept.clear()
-        for name in ("copy", "passkey"):
-            for lr in self.config[name]["lrs"]:
-                for enc in ENCODINGS:
-                    self.guard(f"{name}-{enc}-lr{lr:g}", self.task_group, name, enc, first,
-                               float(lr))
+        its = items(self.config)
+        for j, it in enumerate(its):
+            got = self.run_item(it, first, steps, kept.get(it[1]))
+            if it[0] == "finetune":
+                kept["rope"] = got  # the arm's RoPE models (trained again if they were not)
+            for enc in [e for e in kept if all(later[1] != e for later in its[j + 1:])]:
+                del kept[enc]  # no later group reads these models
         if more:
             for enc in ENCODINGS:
                 self.guard(f"lm-{enc}-more", self.lm_group, enc, self.L, more, steps)
+
+    def run_item(self, item: tuple, seeds, steps: int, stack, call=None):
+        """Run one group of :func:`items` (two for a reference: its models, then their
+        probe) through ``call(name, fn, *args)`` (default :meth:`guard`); ``stack`` is the
+        models it reads, or ``None`` to train them again.  Returns what a fine-tuning arm
+        returns (the RoPE models), else ``None``."""
+        call = call or self.guard
+        kind = item[0]
+        if kind == "scaling":
+            call("scaling", self.scaling, stack, seeds, steps)
+        elif kind == "probe":
+            call(f"probe-{item[1]}", self.probe_group, item[1], self.L, seeds, steps, stack)
+        elif kind == "reference":
+            _, _, enc, n = item
+            ref = call(f"lm-{enc}-L{n}", self.lm_group, enc, n, seeds, steps)
+            call(f"probe-{enc}-L{n}", self.probe_group, enc, n, seeds, steps, ref)
+        elif kind == "finetune":
+            return call(f"finetune-{item[2]}", self.finetune_arm, item[2], seeds, steps,
+                        stack)
+        else:
+            _, _, name, enc, lr = item
+            call(item_name(item), self.task_group, name, enc, seeds, lr)
+        return None
 
     def task_group(self, name: str, enc: str, seeds, lr: float) -> None:
         """One synthetic task for one encoding at one rate, seeds stacked
@@ -501,9 +608,14 @@ class GpuPlan:
         return {"steps": self.steps,
                 "step_ms": {f"{e}@{n}x{k}": 1000 * t for (e, n, k), t in
                             self.step_time.items()},
-                "vmap": self.vmap_ok, "first_seeds": self.first,
+                "vmap": self.vmap_ok, "attention": self.attention_record(),
+                "first_seeds": self.first,
                 "skipped": self.skipped, "errors": self.errors,
                 "far_targets": self.far_share(), "units": units}
+
+    def attention_record(self) -> dict:
+        """The way chosen for each (encoding, length) timed, as ``{"alibi@2048": "flex"}``."""
+        return {f"{e}@{n}": w for (e, n), w in self.attention.items()}
 
     def far_share(self) -> dict:
         m = np.stack([self.far[e - self.chunks.target:e] for e in self.chunks.ends])

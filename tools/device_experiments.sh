@@ -9,7 +9,9 @@
 # Usage there: OUT=/some/dir bash tools/device_experiments.sh [BUDGET, default 480]
 # Files back (6): machine.txt, dmon.txt, exp/{log.txt,results.json,results.md,units.jsonl}
 # Read first in the log: each encoding's vmap check ("vmap does not agree" or not), the
-# step times of the calibration, and each group's peak memory.
+# step times of the calibration, ALiBi's and T5's ways to attend where they loop over
+# seeds ("attention 'flex' does not agree", "step time ... attends 'flex'"), and each
+# group's peak memory.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/device-out}

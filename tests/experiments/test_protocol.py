@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from torch.nn import functional as F
 
 from posenc.analysis.experiments import corpus as C
 from posenc.analysis.experiments import stacked as S
@@ -459,6 +460,57 @@ def test_vmapped_training_attends_without_the_fused_kernel(corpus, monkeypatch):
                                rtol=1e-5, atol=1e-6)
 
 
+def test_the_ways_to_attend_with_a_bias_are_the_models_attention(corpus):
+    """ALiBi's and T5's per-seed training may attend in one fused call or with
+    FlexAttention (stacked.BIAS_ATTENTION): each gives the model's own attention, FlexAttention
+    from the bias by distance (both biases depend only on i - j), compiled once for every
+    bias of one shape; the check that picks a way on a device says no, and why, where a
+    way fails (FlexAttention has no gradients on a CPU), and leaves the stack as it was."""
+    from torch._dynamo.utils import counters
+
+    from posenc.analysis.experiments import models as M
+
+    t = 300  # past the model's query block (128), not a multiple of it
+    for enc in ("alibi", "t5"):
+        torch.manual_seed(1)
+        model = M.TinyDecoder(_tiny(enc, t))
+        if model.t5 is not None:  # the learned bias starts at zero: make it informative
+            for p in model.t5.parameters():
+                p.data.normal_()
+        bias = model._bias(t, "cpu")
+        i, j = torch.meshgrid(torch.arange(t), torch.arange(t), indexing="ij")
+        seen = i >= j
+        assert torch.equal(bias[:, :, 0][:, (i - j).clamp(min=0)][:, seen], bias[:, seen])
+        assert torch.isinf(bias[:, ~seen]).all()
+        q, k, v = torch.randn(3, 2, 2, t, 16).unbind(0)
+        own = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+        for how in ("full", "flex"):
+            with torch.no_grad():  # (FlexAttention's gradients need CUDA)
+                got = S._bias_attention(q, k, v, bias, how)
+            torch.testing.assert_close(got, own, rtol=1e-5, atol=1e-5)
+    graphs = counters["stats"]["unique_graphs"]
+    with torch.no_grad():
+        for _ in range(2):  # a new bias each time (T5 learns it): no new compilation
+            S._bias_attention(q, k, v, bias + torch.randn(()), "flex")
+    assert counters["stats"]["unique_graphs"] == graphs
+    # the block uses the way set, in training only
+    stack = S.build(_tiny("t5", 160), [0, 1], "cpu")
+    ok, why = S.attention_agrees(stack, corpus.train, "full", batch=2, length=160)
+    assert ok, why
+    ok, why = S.attention_agrees(stack, corpus.train, "flex", batch=2, length=160)
+    assert not ok and "NotImplementedError" in why and "backward on CPU" in why
+    assert all(b.attention == "blocked" for b in stack.template.blocks)
+    S.set_attention(stack, "flex")
+    with pytest.raises(NotImplementedError, match="backward on CPU"):
+        S.train_lm(stack, corpus.train, steps=1, batch=2, lr=1e-3, use_vmap=False)
+    ch = C.eval_chunks(corpus.test, max_length=160, target=16, n_chunks=2)
+    S.eval_lm(stack, corpus.test, ch, [160], bucket=32, use_vmap=False)  # no gradients
+    with pytest.raises(ValueError, match="how must be one of"):
+        S.set_attention(stack, "fused")
+    with pytest.raises(ValueError, match="how must be one of"):
+        S.attention_agrees(stack, corpus.train, "fused", batch=2)
+
+
 def test_stacked_training_honours_the_deadline_and_checks_vmap(corpus):
     stack = S.build(_tiny("rope"), [0, 1], "cpu")
     with pytest.raises(TimeoutError, match="time budget ran out at step 0"):
@@ -590,6 +642,14 @@ def test_gpu_plan_trains_in_priority_order_writes_units_and_resumes(corpus, tmp_
     ref = units[f"lm-{e_ref}-L{n_ref}-s{first[-1]}"]
     assert ref["train_length"] == n_ref and sorted(map(int, ref["test"])) == lengths
     assert ref["params"]["batch"] * n_ref == cfg["lm"]["batch"] * L
+    # past vmap_max_length ALiBi loops over the seeds; of the ways to attend, those that
+    # agree with the model's own are timed and the fastest kept (FlexAttention has no
+    # gradients on a CPU, so it is checked and refused here)
+    assert cfg["plan"]["vmap_max_length"] < n_ref and e_ref == "alibi"
+    assert "attention 'flex' does not agree" in proc.stdout
+    assert r["attention"] == {f"alibi@{n_ref}": ref["attention"]}
+    assert ref["attention"] in ("full", "blocked") and not ref["vmap"]
+    assert units[f"lm-alibi-L{L}-s{first[0]}"]["attention"] == "blocked"
     assert "| rope @ 32 | far |" in (out / "results.md").read_text()
     # the fine-tuning arms: trained at factor * L from the RoPE models, probed
     n_ft = L * cfg["finetune"]["factor"]

@@ -20,6 +20,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import torch
@@ -70,23 +71,103 @@ def _attend(q, k, v, bias):
     return torch.softmax(scores.float(), dim=-1).to(v.dtype) @ v
 
 
-class _StackedBlock(Block):
-    """:class:`.models.Block` whose attention, when vmap trains it, is :func:`_attend`;
-    run on one seed's plain tensors, or without gradients (evaluation, where the fused
-    kernel's forward under vmap is right and the written-out scores of a long input would
-    not fit), it is the block itself."""
+#: How an additive-bias encoding (ALiBi, T5) attends on the per-seed path, outside vmap:
+#: ``"blocked"``, the model's own (:class:`.models.Block`: one fused call per block of 128
+#: queries over the bias matrix); ``"full"``, one fused call over the whole bias, in the
+#: queries' dtype; ``"flex"``, :func:`torch.nn.attention.flex_attention` compiled, the bias
+#: read by distance inside the kernel, so no score or bias matrix is written per call
+#: (gradients need CUDA).  The same function each way; which is fastest is a property of
+#: the device, so the GPU plan checks and times them there.
+BIAS_ATTENTION = ("blocked", "full", "flex")
 
-    def forward(self, x, rope, bias):
-        if not (torch.is_grad_enabled() and torch._C._functorch.is_batchedtensor(x)):
-            return super().forward(x, rope, bias)
+
+def _causal(b, h, q_idx, kv_idx):
+    return q_idx >= kv_idx
+
+
+_BLOCK_MASKS: dict = {}
+
+
+def _block_mask(t: int, device):
+    """FlexAttention's causal block mask at length ``t`` (made once per length, device)."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    key = (t, str(device))
+    if key not in _BLOCK_MASKS:
+        _BLOCK_MASKS[key] = create_block_mask(_causal, None, None, t, t, device=device)
+    return _BLOCK_MASKS[key]
+
+
+def _flex_toeplitz(q, k, v, rel, block_mask):
+    """Causal attention with the additive bias ``rel[h, i - j]`` (key ``j`` at or before
+    query ``i``), by FlexAttention; compiled once (:data:`_FLEX`), ``rel`` an input, so a
+    new bias (every step of T5, whose bias is learned) reuses the compiled kernel."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return score + rel[h, torch.clamp(q_idx - kv_idx, min=0)]
+
+    return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask)
+
+
+_FLEX: list = []  # the compiled _flex_toeplitz, made on first use
+
+
+def _bias_attention(q, k, v, bias, how: str):
+    """Causal attention with the additive ``bias`` (heads, t, t; it carries the mask) the
+    way ``how`` (one of :data:`BIAS_ATTENTION` but ``"blocked"``) says.  ``"flex"`` reads
+    the bias by distance: ALiBi's and T5's biases depend only on ``i - j``, so its first
+    column, ``bias[h, d, 0]``, is the bias at distance ``d``."""
+    if how == "full":
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype))
+    if not _FLEX:
+        _FLEX.append(torch.compile(_flex_toeplitz, dynamic=False))
+    rel = bias[:, :, 0].float().contiguous()
+    return _FLEX[0](q, k, v, rel, _block_mask(q.shape[-2], q.device))
+
+
+class _StackedBlock(Block):
+    """:class:`.models.Block` whose attention in training (with gradients) is
+    :func:`_attend` under vmap and, for an additive bias on one seed's plain tensors, the
+    way its ``attention`` names (:data:`BIAS_ATTENTION`, set by :func:`set_attention`).
+    Without gradients (evaluation: the fused kernel's forward under vmap is right, the
+    written-out scores of a long input would not fit, and every evaluation length would
+    compile FlexAttention again) it is the block itself."""
+
+    attention = "blocked"
+
+    def _heads(self, x, rope):
         b, t, d = x.shape
         heads = self.qkv(self.ln1(x)).view(b, t, 3, self.n_heads, d // self.n_heads)
         q, k, v = heads.permute(2, 0, 3, 1, 4)
         if rope is not None:
             q, k = rope(q, k)
-        mixed = _attend(q, k, v, bias).transpose(1, 2).reshape(b, t, d)
-        x = x + self.out(mixed)
+        return q, k, v
+
+    def forward(self, x, rope, bias):
+        batched = torch._C._functorch.is_batchedtensor(x)
+        if not torch.is_grad_enabled():
+            return super().forward(x, rope, bias)
+        if batched:
+            q, k, v = self._heads(x, rope)
+            mixed = _attend(q, k, v, bias)
+        elif bias is not None and self.attention != "blocked":
+            q, k, v = self._heads(x, rope)
+            mixed = _bias_attention(q, k, v, bias, self.attention)
+        else:
+            return super().forward(x, rope, bias)
+        b, t, d = x.shape
+        x = x + self.out(mixed.transpose(1, 2).reshape(b, t, d))
         return x + self.mlp(self.ln2(x))
+
+
+def set_attention(stack: Stack, how: str) -> None:
+    """Make every block of ``stack`` attend with ``how`` (:data:`BIAS_ATTENTION`) where
+    the encoding adds a bias and the seeds train one at a time."""
+    if how not in BIAS_ATTENTION:
+        raise ValueError(f"how must be one of {BIAS_ATTENTION}, got {how!r}")
+    for block in stack.template.blocks:
+        cast(_StackedBlock, block).attention = how
 
 
 def build(cfg: ModelConfig, seeds: Sequence[int], device: str = "cpu") -> Stack:
@@ -310,40 +391,80 @@ def set_rope(stack: Stack, rope_parameters: dict | None) -> None:
         stack.template.rope.to(next(iter(stack.params.values())).device)
 
 
+def _check_inputs(stack: Stack, split: Split, batch: int, length: int | None):
+    """One batch per seed, and weights far from the initial ones, different for every
+    seed, so that a rule that mixed the seeds' parameters (the T5 bias starts near zero)
+    would show in the loss."""
+    length = length or stack.template.cfg.train_length
+    dev = next(iter(stack.params.values())).device
+    rngs = [np.random.default_rng(10_000 + s) for s in stack.seeds]
+    windows = torch.from_numpy(np.stack([lm_batch(split, batch, length, r)
+                                         for r in rngs])).to(dev)
+    gen = torch.Generator(device=dev).manual_seed(0)
+    noisy = {k: v.detach() + 0.3 * torch.randn(v.shape, generator=gen, device=dev)
+             for k, v in stack.params.items()}
+    return windows, noisy
+
+
+def _loss_and_norms(stack: Stack, noisy, windows, *, use_vmap: bool, bf16: bool):
+    """Each seed's loss and gradient norm at the weights ``noisy``."""
+    params = {k: v.clone().requires_grad_(True) for k, v in noisy.items()}
+    fn = _per_seed(lambda p, w: _seed_loss(stack.template, p, w), stack.n, True, use_vmap)
+    with _autocast(str(windows.device), bf16):
+        losses = fn(params, windows)
+    losses.sum().backward()
+    norms = torch.stack([p.grad.float().pow(2).reshape(stack.n, -1).sum(1)
+                         for p in params.values() if p.grad is not None]).sum(0).sqrt()
+    return losses.detach().float().cpu(), norms.cpu()
+
+
+def _compare(a, b, names: tuple[str, str], rtol: float) -> tuple[bool, str]:
+    (l0, g0), (l1, g1) = a, b
+    if not torch.allclose(l0, l1, rtol=rtol, atol=0.0):
+        return False, f"losses differ: {names[0]} {l0.tolist()}, {names[1]} {l1.tolist()}"
+    if not torch.allclose(g0, g1, rtol=10 * rtol, atol=1e-6):
+        return False, (f"gradient norms differ: {names[0]} {g0.tolist()}, "
+                       f"{names[1]} {g1.tolist()}")
+    return True, "agrees"
+
+
 def vmap_agrees(stack: Stack, split: Split, *, batch: int, length: int | None = None,
                 bf16: bool = False, rtol: float | None = None) -> tuple[bool, str]:
     """Check on one batch that the vmapped step gives each seed the loss and gradient of
     the per-seed loop (a missing or wrong batching rule on some device is found here,
     before it costs a run).  Returns ``(agrees, reason)``; an error counts as disagreement.
     """
-    template = stack.template
-    length = length or template.cfg.train_length
-    dev = next(iter(stack.params.values())).device
-    rngs = [np.random.default_rng(10_000 + s) for s in stack.seeds]
-    windows = torch.from_numpy(np.stack([lm_batch(split, batch, length, r)
-                                         for r in rngs])).to(dev)
+    windows, noisy = _check_inputs(stack, split, batch, length)
     rtol = rtol if rtol is not None else (3e-2 if bf16 else 1e-4)
-    # weights far from the initial ones, different for every seed, so that a rule that
-    # mixed the seeds' parameters (the T5 bias starts near zero) would show in the loss
-    gen = torch.Generator(device=dev).manual_seed(0)
-    noisy = {k: v.detach() + 0.3 * torch.randn(v.shape, generator=gen, device=dev)
-             for k, v in stack.params.items()}
     out = []
     for use_vmap in (False, True):
-        params = {k: v.clone().requires_grad_(True) for k, v in noisy.items()}
-        fn = _per_seed(lambda p, w: _seed_loss(template, p, w), stack.n, True, use_vmap)
         try:
-            with _autocast(str(dev), bf16):
-                losses = fn(params, windows)
-            losses.sum().backward()
+            out.append(_loss_and_norms(stack, noisy, windows, use_vmap=use_vmap, bf16=bf16))
         except Exception as e:  # noqa: BLE001 - any failure means: do not use vmap here
             return False, f"{type(e).__name__}: {str(e)[:300]}"
-        norms = torch.stack([p.grad.float().pow(2).reshape(stack.n, -1).sum(1)
-                             for p in params.values() if p.grad is not None]).sum(0).sqrt()
-        out.append((losses.detach().float().cpu(), norms.cpu()))
-    (l0, g0), (l1, g1) = out
-    if not torch.allclose(l0, l1, rtol=rtol, atol=0.0):
-        return False, f"losses differ: loop {l0.tolist()}, vmap {l1.tolist()}"
-    if not torch.allclose(g0, g1, rtol=10 * rtol, atol=1e-6):
-        return False, f"gradient norms differ: loop {g0.tolist()}, vmap {g1.tolist()}"
-    return True, "agrees"
+    return _compare(out[0], out[1], ("loop", "vmap"), rtol)
+
+
+def attention_agrees(stack: Stack, split: Split, how: str, *, batch: int,
+                     length: int | None = None, bf16: bool = False,
+                     rtol: float | None = None) -> tuple[bool, str]:
+    """Check on one batch, seeds one at a time, that attending with ``how``
+    (:data:`BIAS_ATTENTION`) gives each seed the loss and gradient norm of the model's own
+    attention (``"blocked"``).  Returns ``(agrees, reason)``; an error (FlexAttention's
+    gradients on a CPU, say) counts as disagreement.  The stack attends as before after."""
+    if how not in BIAS_ATTENTION:
+        raise ValueError(f"how must be one of {BIAS_ATTENTION}, got {how!r}")
+    before = cast(_StackedBlock, stack.template.blocks[0]).attention
+    windows, noisy = _check_inputs(stack, split, batch, length)
+    rtol = rtol if rtol is not None else (3e-2 if bf16 else 1e-4)
+    out = []
+    try:
+        for way in ("blocked", how):
+            set_attention(stack, way)
+            try:
+                out.append(_loss_and_norms(stack, noisy, windows, use_vmap=False, bf16=bf16))
+            except Exception as e:  # noqa: BLE001 - any failure: do not attend this way
+                return False, f"{type(e).__name__}: {str(e)[:300]}"
+    finally:
+        set_attention(stack, before)
+    return _compare(out[0], out[1], ("blocked", how), rtol)
