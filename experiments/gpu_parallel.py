@@ -17,8 +17,8 @@ the time with eight (``experiments/gpu-calls``).
 * Every worker then takes the next group of :func:`items` (priority order) whose stack is
   ready: scaling and the probes, the references, the fine-tuning arms, the tasks.  The
   other workers start on the groups that need no stack at once.
-* The steps of every language model are the same, set once from the step times each worker
-  measures for its first group while all of them measure (so under the same contention),
+* The steps of every language model are the same, set once from the step times the six
+  priority-1 workers measure for their groups, all at once (so under the same contention),
   and sized so that priority 1 takes ``first_share`` of the budget.
 
 Each group runs through :meth:`experiments.stage_gpu.GpuPlan.run_item`, as in one process,
@@ -162,16 +162,16 @@ def worker(i: int, spec: dict, sync: dict) -> None:
     enc = ENCODINGS[i] if i < len(ENCODINGS) else None
     first_item = None
     try:
-        # calibration: every worker measures its first group's step, all at once
+        # calibration: every priority-1 worker measures its group's step, all at once; the
+        # others claim their first group and measure it when they train it (under the
+        # same contention), so that none keeps the steps waiting (FlexAttention, which a
+        # looping ALiBi reference may time, compiles first)
         t = None
         L = plan.L
         if enc is not None:
             t = plan.measure(enc, L, seeds)
         else:
             first_item = _claim(sync["claims"], sync["deps"], sync["lock"], its)
-            if first_item is not None and first_item >= 0 and its[first_item][0] == "reference":
-                _, _, renc, n = its[first_item]
-                plan.measure(renc, n, seeds)
         sync["calib"].put((i, t))
         steps = sync["steps"][i].get()
         plan.steps = steps
