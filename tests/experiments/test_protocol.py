@@ -458,6 +458,23 @@ def test_vmapped_training_attends_without_the_fused_kernel(corpus, monkeypatch):
                                real(q, k, v, is_causal=True), rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(S._attend(q, k, v, bias), real(q, k, v, attn_mask=bias),
                                rtol=1e-5, atol=1e-6)
+    # under bfloat16 autocast, backward keeps one float32 copy of the probabilities (4
+    # bytes a score) beside the inputs and the causal mask, not a bfloat16 copy as well
+    b, h, t, d = 2, 4, 128, 16
+    q, k, v = (torch.randn(b, h, t, d, dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    for bias in (None, torch.randn(h, t, t) + torch.full((t, t), float("-inf")).triu(1)):
+        kept: dict = {}
+
+        def pack(x, kept=kept):
+            kept[x.untyped_storage().data_ptr()] = x.untyped_storage().nbytes()
+            return x
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                S._attend(q, k, v, bias)
+        inputs = 2 * q.numel() * 2 + v.numel() * 4 + t * t  # q, k; v in float32; mask
+        assert sum(kept.values()) <= 4 * b * h * t * t + inputs
 
 
 def test_the_ways_to_attend_with_a_bias_are_the_models_attention(corpus):

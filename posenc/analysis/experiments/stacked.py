@@ -57,18 +57,25 @@ class Stack:
 
 def _attend(q, k, v, bias):
     """Causal attention written out: scores, the causal mask or the additive bias (which
-    carries the mask), softmax in float32, values.  The same function as the fused kernel
-    :class:`.models.Block` calls, in operations whose vmap batching rules hold on every
-    device: on CUDA (torch 2.11) the fused kernels under vmap gave NaN gradients (the
-    causal path) or refused a float32 bias beside bfloat16 queries (ALiBi)."""
-    scores = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
+    carries the mask), softmax and the values in float32.  The same function as the fused
+    kernel :class:`.models.Block` calls, in operations whose vmap batching rules hold on
+    every device: on CUDA (torch 2.11) the fused kernels under vmap gave NaN gradients
+    (the causal path) or refused a float32 bias beside bfloat16 queries (ALiBi).
+
+    Memory: backward keeps one float32 copy of the probabilities (the softmax's output
+    is also the product's input), 4 bytes a score; a bfloat16 product would keep a second
+    copy beside it (6 bytes).  Several processes share one device, each with every seed's
+    scores at once, so this is what decides whether they fit."""
+    scores = (q * q.shape[-1] ** -0.5) @ k.transpose(-2, -1)
     if bias is None:
         n = q.shape[-2]
         causal = torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1)
         scores = scores.masked_fill(causal, float("-inf"))
     else:
         scores = scores + bias
-    return torch.softmax(scores.float(), dim=-1).to(v.dtype) @ v
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32)
+    with torch.autocast(q.device.type, enabled=False):  # autocast would copy to bfloat16
+        return (probs @ v.float()).to(v.dtype)
 
 
 #: How an additive-bias encoding (ALiBi, T5) attends on the per-seed path, outside vmap:
