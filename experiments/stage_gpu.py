@@ -490,7 +490,7 @@ class GpuPlan:
             self.store.put(k, prm, {
                 "encoding": enc, "task": name, "seed": seed, "lr": lr,
                 "task_steps": got[i]["steps"], "valid": acc, "learned": acc >= tc["target"],
-                "losses": [(st, ls[i]) for st, ls in stack.losses],
+                "losses": [(st, ls[i]) for st, ls in stack.losses if ls[i] is not None],
                 "train_seconds": train_s, "eval_seconds": time.perf_counter() - t0,
                 "test": test})
         self.log(f"  {group}: {train_s:.0f} s; steps " + ", ".join(

@@ -410,15 +410,42 @@ def test_stacked_task_training_matches_single_runs_and_stops_per_seed(use_vmap):
                        check_every=2, use_vmap=use_vmap)
     assert [g["steps"] for g in got] == [6, 2] and [g["done"] for g in got] == [False, True]
     assert asked == [False] * 4  # seeds 3 and 5 at step 2, seed 3 at steps 4 and 6
-    for i, seed in enumerate((3, 5)):
+    # each seed's losses are its single run's; seed 5 left the stack after step 2, and
+    # seed 3, training on alone, is not moved by that
+    for i, (seed, last) in enumerate(((3, 6), (5, 2))):
         single = K.train_task(cfg, maker, steps=6, batch=4, lr=1e-3, seed=seed, log_every=1)
-        np.testing.assert_allclose([ls[i] for _, ls in stack.losses],
-                                   [loss for _, loss in single.losses], rtol=1e-4)
-    # the seed that was done keeps its weights of step 2: a run stopped there equals it
+        mine = [ls[i] for _, ls in stack.losses]
+        assert all(v is None for v in mine[last:])
+        np.testing.assert_allclose(mine[:last], [loss for _, loss in single.losses][:last],
+                                   rtol=1e-4)
+    # the seed that was done keeps its weights of step 2, returned and in the stack: a run
+    # stopped there equals it
     early = K.train_task(cfg, maker, steps=6, batch=4, lr=1e-3, seed=5,
                          stop=lambda m: True, check_every=2)
     seq, _ = K.copy_batch(4, 3, np.random.default_rng(0))
     torch.testing.assert_close(got[1]["model"](seq), early.model(seq), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(stack.model(1)(seq), early.model(seq), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(stack.model(0)(seq), got[0]["model"](seq))
+    # three seeds, leaving one by one: each is its single run stopped where it left
+    stack = S.build(cfg, [3, 5, 7], "cpu")
+    checks = iter(range(100))
+    order = []
+
+    def stop_some(model):
+        order.append(next(checks))
+        return order[-1] in (1, 3)  # seed 5 at step 2; then seed 3 at step 4
+
+    got = S.train_task(stack, maker, steps=8, batch=4, lr=1e-3, log_every=1, stop=stop_some,
+                       check_every=2, use_vmap=use_vmap)
+    assert [g["steps"] for g in got] == [4, 2, 8] and len(order) == 3 + 2 + 1 + 1
+    for i, seed in enumerate((3, 5, 7)):
+        n = got[i]["steps"]
+        ref = K.train_task(cfg, maker, steps=8, batch=4, lr=1e-3, seed=seed, log_every=1,
+                           stop=(lambda m, n=n, c=iter(range(100)): 2 * (next(c) + 1) >= n),
+                           check_every=2)
+        torch.testing.assert_close(got[i]["model"](seq), ref.model(seq), rtol=1e-4,
+                                   atol=1e-5)
+        torch.testing.assert_close(stack.model(i)(seq), got[i]["model"](seq))
     with pytest.raises(ValueError, match="check_every must be an integer >= 1"):
         S.train_task(stack, maker, steps=2, batch=4, lr=1e-3, check_every=0)
 

@@ -294,6 +294,26 @@ def _seed_task_loss(template, params, seq, scored):
     return (loss * w).sum() / w.sum()
 
 
+def _keep_members(params: dict, opt, sched, keep: list[int], lr: float, steps: int):
+    """The stacked parameters, optimiser and schedule of the members ``keep`` only: each
+    member's weights, moments and step count as they were, the schedule where it was."""
+    idx = torch.tensor(keep, device=next(iter(params.values())).device)
+    new = {k: v.detach()[idx].clone().requires_grad_(True) for k, v in params.items()}
+    plist = list(new.values())
+    opt2, sched2 = _optimiser(plist, lr, steps)
+    n = len(next(iter(params.values())))
+    for old_p, new_p in zip(params.values(), plist):
+        state = opt.state.get(old_p)
+        if state:
+            opt2.state[new_p] = {
+                k: (v[idx].clone() if torch.is_tensor(v) and v.dim() and len(v) == n
+                    else v.clone() if torch.is_tensor(v) else v) for k, v in state.items()}
+    sched2.last_epoch = sched.last_epoch
+    for g2, g in zip(opt2.param_groups, opt.param_groups):
+        g2["lr"] = g["lr"]
+    return new, plist, opt2, sched2
+
+
 def train_task(stack: Stack, make_batch, *, steps: int, batch: int, lr: float,
                bf16: bool = False, log_every: int = 10, deadline: float | None = None,
                use_vmap: bool = True, stop=None, check_every: int = 100) -> list[dict]:
@@ -304,9 +324,12 @@ def train_task(stack: Stack, make_batch, *, steps: int, batch: int, lr: float,
 
     ``stop(model)`` (a seed's model, in eval mode) is asked every ``check_every`` steps for
     each seed still training; a seed for which it returns true is *done*: its weights are
-    kept as they are at that step (a copy, :meth:`Stack.model`), and the stack trains on
-    until every seed is done or ``steps`` is reached.  Returns, per seed, ``{"steps": the
-    steps it took, "done": whether ``stop`` said so, "model": its model}``.
+    kept as they are at that step (a copy, :meth:`Stack.model`, and in ``stack``) and it
+    leaves the stack, which trains on with the others (each seed's weights, moments, clip
+    norm and batches are its own, so leaving changes none of theirs) until every seed is
+    done or ``steps`` is reached.  ``stack.losses`` has ``None`` for a seed after it left.
+    Returns, per seed, ``{"steps": the steps it took, "done": whether ``stop`` said so,
+    "model": its model}``.
     """
     if not (isinstance(steps, int) and steps >= 1):
         raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
@@ -317,42 +340,72 @@ def train_task(stack: Stack, make_batch, *, steps: int, batch: int, lr: float,
     template = stack.template
     dev = next(iter(stack.params.values())).device
     rngs = [np.random.default_rng(s) for s in stack.seeds]
-    plist = list(stack.params.values())
+    active = list(range(stack.n))  # the members still training, as indices of ``stack``
+    sub = stack  # the stack of the active members
+
+    def per_seed_loss(n: int):
+        # tokens and scored mask travel as one tensor (..., 2), so the per-seed helper applies
+        return _per_seed(lambda p, x: _seed_task_loss(template, p, x[..., 0], x[..., 1]),
+                         n, True, use_vmap)
+
+    plist = list(sub.params.values())
     opt, sched = _optimiser(plist, lr, steps)
-    # tokens and scored mask travel as one tensor (..., 2), so the per-seed helper applies
-    loss_fn = _per_seed(lambda p, x: _seed_task_loss(template, p, x[..., 0], x[..., 1]),
-                        stack.n, True, use_vmap)
+    loss_fn = per_seed_loss(sub.n)
     out: list[dict | None] = [None] * stack.n
     start = time.perf_counter()
     template.train()
     for step in range(steps):
         if deadline is not None and time.perf_counter() > deadline:
             raise TimeoutError(f"the time budget ran out at step {step} of {steps}")
-        pairs = [make_batch(batch, r) for r in rngs]
+        pairs = [make_batch(batch, rngs[i]) for i in active]
         x = torch.stack([torch.stack(pair, dim=-1) for pair in pairs]).to(dev)
         with _autocast(str(dev), bf16):
-            per_seed = loss_fn(stack.params, x)
-        _update(stack, plist, opt, sched, per_seed)
+            per_seed = loss_fn(sub.params, x)
+        _update(sub, plist, opt, sched, per_seed)
         if step % log_every == 0 or step == steps - 1:
-            stack.losses.append((step, [float(v) for v in per_seed.detach().cpu()]))
+            row: list[float | None] = [None] * stack.n
+            for j, v in zip(active, per_seed.detach().cpu().tolist()):
+                row[j] = float(v)
+            stack.losses.append((step, row))
         if stop is not None and (step + 1) % check_every == 0:
-            for i in range(stack.n):
-                if out[i] is None:
-                    model = stack.model(i)
-                    if stop(model):
-                        out[i] = {"steps": step + 1, "done": True, "model": model}
+            left = []
+            for j, i in enumerate(active):
+                model = sub.model(j)
+                if stop(model):
+                    out[i] = {"steps": step + 1, "done": True, "model": model}
+                    _write_back(stack, sub, {i: j})
+                else:
+                    left.append(j)
             template.train()
-            if all(o is not None for o in out):
+            if not left:
                 break
+            if len(left) < len(active):
+                params, plist, opt, sched = _keep_members(sub.params, opt, sched, left, lr,
+                                                          steps)
+                active = [active[j] for j in left]
+                sub = Stack(template, params, tuple(stack.seeds[i] for i in active))
+                loss_fn = per_seed_loss(sub.n)
     template.eval()
-    for i in range(stack.n):
+    if sub is not stack:
+        _write_back(stack, sub, {i: j for j, i in enumerate(active)})
+    for j, i in enumerate(active):
         if out[i] is None:
-            out[i] = {"steps": step + 1, "done": False, "model": stack.model(i)}
+            out[i] = {"steps": step + 1, "done": False, "model": sub.model(j)}
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
     stack.seconds += time.perf_counter() - start
     stack.steps_done += step + 1
     return out  # type: ignore[return-value]
+
+
+@torch.no_grad()
+def _write_back(stack: Stack, sub: Stack, members: dict[int, int]) -> None:
+    """Member ``j`` of ``sub``'s weights into member ``i`` of ``stack``, for ``{i: j}``."""
+    if sub is stack:
+        return
+    for k, v in stack.params.items():
+        for i, j in members.items():
+            v[i].copy_(sub.params[k][j])
 
 
 @torch.no_grad()
