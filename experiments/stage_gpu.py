@@ -180,6 +180,7 @@ class GpuPlan:
         attention = self.attention_for(enc, length)
         self.S.set_attention(stack, attention)
         t0 = time.perf_counter()
+        short = False
         try:
             self.S.train_lm(stack, self.corpus.train, steps=steps, batch=self.batch(length),
                             lr=self.plan["lr"], length=length, bf16=self.bf16,
@@ -189,6 +190,18 @@ class GpuPlan:
             self.skipped.append(name)
             self.log(f"  {name}: stopped, {e}")
             return None
+        except torch.OutOfMemoryError:
+            if not self.vmap_for(enc, length):
+                raise
+            short = True
+        if short:
+            # the device is shared: the other processes left too little for every seed's
+            # scores at once, which the measurement had fitted; loop over the seeds instead
+            # (out of the handler, so the failed step's tensors are free)
+            self.log(f"  {name}: out of memory under vmap, looping over the seeds instead")
+            stack.params.clear()
+            self._loop_from_now(enc, (enc, length, len(seeds)), len(keys))
+            return self.lm_group(enc, length, seeds, steps, keep=keep)
         train_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         # every length, a reference's shorter ones too: the same weights reading less
@@ -217,6 +230,16 @@ class GpuPlan:
                  f"{eval_s:.0f} s; loss at {length}: "
                  + ", ".join(f"{t[length]['target']:.3f}" for t in test))
         return stack
+
+    def _loop_from_now(self, enc: str, step_key: tuple, n_keys: int) -> None:
+        """After vmapped training ran out of memory: ``enc`` loops over its seeds from now
+        on, its step is measured again, and the group's keys, which it adds again, are
+        taken off :attr:`keys`."""
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        self.vmap_ok[enc] = False
+        self.step_time.pop(step_key, None)
+        del self.keys[-n_keys:]
 
     def evaluate(self, enc: str, stack, split, chunks, lengths, far) -> list[dict]:
         """The stack's losses; under vmap where the training check passed, and if vmap
@@ -468,6 +491,7 @@ class GpuPlan:
 
         stack = self.S.build(cfg, seeds, self.device)
         t0 = time.perf_counter()
+        short = False
         try:
             got = self.S.train_task(stack, maker, steps=tc["steps"], batch=tc["batch"], lr=lr,
                                     bf16=self.bf16, deadline=self.budget.deadline(),
@@ -478,6 +502,15 @@ class GpuPlan:
             self.skipped.append(group)
             self.log(f"  {group}: stopped, {e}")
             return
+        except torch.OutOfMemoryError:
+            if not self.vmap_for(enc, length):
+                raise
+            short = True
+        if short:  # as in lm_group
+            self.log(f"  {group}: out of memory under vmap, looping over the seeds instead")
+            stack.params.clear()
+            self._loop_from_now(enc, key, len(keys))
+            return self.task_group(name, enc, seeds, lr)
         train_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         for i, (k, prm) in enumerate(keys):

@@ -805,6 +805,50 @@ def test_gpu_plan_skips_units_that_do_not_fit_the_budget(tmp_path):
     assert "Not run" in (out / "results.md").read_text()
 
 
+def test_gpu_plan_loops_when_the_shared_device_runs_out_of_memory(corpus, tmp_path,
+                                                                  monkeypatch):
+    """Several processes share the device: where vmapped training runs out of memory
+    after its measurement fitted, the group is trained again looping over the seeds (and
+    the encoding loops from then on), stored once, not lost."""
+    sys.path.insert(0, str(ROOT))
+    from experiments.run import TIERS, GpuPlan
+
+    plan = GpuPlan(TIERS["gpuquick"], corpus, U.UnitStore(tmp_path), device="cpu",
+                   budget=U.Budget(None), steps=3, log=lambda *a: None)
+    real, calls = S.train_lm, []
+
+    def scarce(stack, split, **kw):
+        # vmapped: the measurement's two calls (2 and 3 steps) fit, the group's does not
+        calls.append(kw["use_vmap"])
+        if kw["use_vmap"] and calls.count(True) == 3:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(stack, split, **kw)
+
+    monkeypatch.setattr(S, "train_lm", scarce)
+    stack = plan.lm_group("rope", plan.L, [0, 1], 3)
+    assert stack is not None and plan.vmap_ok["rope"] is False
+    assert calls == [True, True, True, False, False, False]
+    assert [k for k, _ in plan.keys] == [f"lm-rope-L{plan.L}-s0", f"lm-rope-L{plan.L}-s1"]
+    # a task group the same way
+    real_task, task_calls = S.train_task, []
+
+    def scarce_task(stack, maker, **kw):
+        task_calls.append(kw["use_vmap"])
+        if kw["use_vmap"] and task_calls.count(True) == 3:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real_task(stack, maker, **kw)
+
+    monkeypatch.setattr(S, "train_task", scarce_task)
+    lr = TIERS["gpuquick"]["copy"]["lrs"][0]
+    plan.task_group("copy", "nope", [0, 1], lr)
+    assert task_calls == [True, True, True, False, False, False]
+    assert plan.vmap_ok["nope"] is False
+    assert [k for k, _ in plan.keys][2:] == [f"copy-nope-lr{lr:g}-s0", f"copy-nope-lr{lr:g}-s1"]
+    units = plan.results()["units"]
+    assert [u["key"] for u in units] == [k for k, _ in plan.keys]
+    assert all(u["vmap"] is False for u in units[:2])
+
+
 def test_gpu_plan_sizes_steps_to_the_budget(corpus):
     sys.path.insert(0, str(ROOT))
     from experiments.run import TIERS, GpuPlan
