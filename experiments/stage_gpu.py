@@ -547,14 +547,30 @@ class GpuPlan:
         if stack is None or not self._fits(f"probe-{enc}-L{length}", self.eval_time + 1.0):
             return
         t0 = time.perf_counter()
-        lengths = [n for n in self.lengths if n >= P.MIN_LENGTH]
+        res = self.probe(enc, stack)
         for i, (key, params) in enumerate(keys):
-            res = P.passkey_scores(stack.model(i), self.corpus.test, lengths, pr["depths"],
-                                   n=pr["n"], seed=pr["seed"])
             self.store.put(key, params, {"encoding": enc, "seed": seeds[i],
-                                         "train_length": length, "probe": res,
+                                         "train_length": length, "probe": res[i],
                                          "eval_seconds": time.perf_counter() - t0})
         self.log(f"  probe {enc} at {length}: {time.perf_counter() - t0:.0f} s")
+
+    def probe(self, enc: str, stack) -> list[dict]:
+        """The passkey probe of every seed of ``stack`` at every length it can read
+        (:func:`~posenc.analysis.experiments.stacked.passkey_scores`, the questions of
+        :mod:`~posenc.analysis.experiments.probe`); under vmap as :meth:`evaluate` is."""
+        pr = self.config["finetune"]["probe"]
+        lengths = [n for n in self.lengths if n >= P.MIN_LENGTH]
+        kw = dict(n=pr["n"], seed=pr["seed"])
+        if self.vmap_for(enc):
+            try:
+                return self.S.passkey_scores(stack, self.corpus.test, lengths, pr["depths"],
+                                             use_vmap=True, **kw)
+            except (RuntimeError, ValueError) as e:
+                self.log(f"  {enc}: the probe under vmap failed ({str(e)[:300]}); looping")
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+        return self.S.passkey_scores(stack, self.corpus.test, lengths, pr["depths"],
+                                     use_vmap=False, **kw)
 
     def finetune_arm(self, arm: str, seeds, steps: int, rope_stack):
         """One fine-tuning arm on the RoPE models (a copy of them, seeds stacked): the arm's
@@ -603,10 +619,7 @@ class GpuPlan:
         t0 = time.perf_counter()
         test = self.evaluate("rope", stack, self.corpus.test, self.chunks, self.lengths,
                              self.far)
-        pr = ft["probe"]
-        lengths = [n for n in self.lengths if n >= P.MIN_LENGTH]
-        probes = [P.passkey_scores(stack.model(i), self.corpus.test, lengths, pr["depths"],
-                                   n=pr["n"], seed=pr["seed"]) for i in range(len(seeds))]
+        probes = self.probe("rope", stack)
         eval_s = time.perf_counter() - t0
         for i, (key, prm) in enumerate(keys):
             self.store.put(key, prm, {

@@ -450,6 +450,36 @@ def test_stacked_task_training_matches_single_runs_and_stops_per_seed(use_vmap):
         S.train_task(stack, maker, steps=2, batch=4, lr=1e-3, check_every=0)
 
 
+@pytest.mark.parametrize("use_vmap", [True, False])
+def test_stacked_passkey_probe_is_each_seeds_probe(corpus, monkeypatch, use_vmap):
+    """stacked.passkey_scores gives each seed what probe.passkey_scores gives its model.
+    The questions are made so that the answer repeats the byte before it in every other
+    window, and seeds 0 and 2 have blocks that pass the residual stream through (the
+    prediction is the byte read): they get those right, seed 1 fewer, so a seed read in
+    another's place would show."""
+    from posenc.analysis.experiments import probe as P
+
+    def questions(split, length, depth, n, seed):
+        w = np.random.default_rng([seed, length, int(depth * 10)]).integers(0, 256, (n, length))
+        w[::2, -6:] = w[::2, -7:-6]
+        return w, 5
+
+    monkeypatch.setattr(P, "passkey_text", questions)
+    for enc in ("rope", "learned"):
+        stack = S.build(_tiny(enc, 64), [0, 1, 2], "cpu")
+        with torch.no_grad():
+            for k, v in stack.params.items():
+                if k.startswith("blocks."):
+                    v[[0, 2]] = 0
+        got = S.passkey_scores(stack, corpus.test, [64, 128], [0.1, 0.9], n=12, seed=0,
+                               batch=5, use_vmap=use_vmap)
+        assert got == [P.passkey_scores(stack.model(i), corpus.test, [64, 128], [0.1, 0.9],
+                                        n=12, seed=0, batch=5) for i in range(3)]
+        d = [g[64]["0.1"]["digit"] for g in got]
+        assert min(d[0], d[2]) > 0.4 and d[1] < min(d[0], d[2])
+        assert (got[0][128] is None) == (enc == "learned")
+
+
 def test_vmapped_training_attends_without_the_fused_kernel(corpus, monkeypatch):
     """Under vmap, training runs the attention written out (stacked._attend): the fused
     kernel's batching rules gave NaN gradients or refused a float bias on CUDA.  With the

@@ -444,6 +444,42 @@ def eval_lm(stack: Stack, split: Split, chunks: EvalChunks, lengths: Sequence[in
     return out
 
 
+@torch.no_grad()
+def passkey_scores(stack: Stack, split: Split, lengths: Sequence[int],
+                   depths: Sequence[float], *, n: int, seed: int, batch: int = 8,
+                   use_vmap: bool = True) -> list[dict]:
+    """:func:`.probe.passkey_scores` for every seed of the stack (one dict per seed): the
+    same questions, each batch read by every seed at once, in float32 as there."""
+    from .probe import passkey_text
+
+    template = stack.template
+    template.eval()
+    dev = next(iter(stack.params.values())).device
+    fn = _per_seed(lambda p, x: _forward(template, p, x), stack.n, False, use_vmap)
+    out: list[dict] = [{} for _ in range(stack.n)]
+    for length in lengths:
+        length = int(length)
+        if not can_read(template, length):
+            for o in out:
+                o[length] = None
+            continue
+        for o in out:
+            o[length] = {}
+        for depth in depths:
+            w, k = passkey_text(split, length, float(depth), n, seed)
+            right = torch.zeros(stack.n, dtype=torch.int64)
+            exact = torch.zeros(stack.n, dtype=torch.int64)
+            for i in range(0, n, batch):
+                x = torch.from_numpy(w[i:i + batch]).to(dev)
+                hit = (fn(stack.params, x[:, :-1])[:, :, -k:].argmax(-1) == x[:, -k:]).cpu()
+                right += hit.sum((1, 2))
+                exact += hit.all(2).sum(1)
+            for s, o in enumerate(out):
+                o[length][str(depth)] = {"digit": int(right[s]) / (n * k),
+                                         "exact": int(exact[s]) / n}
+    return out
+
+
 def set_rope(stack: Stack, rope_parameters: dict | None) -> None:
     """Apply a RoPE scaling rule to every seed (the rotary tables are not parameters)."""
     stack.template.set_rope(rope_parameters)
