@@ -18,6 +18,7 @@ from posenc.analysis.experiments.units import UnitStore
 #: the encodings that add a bias to the attention scores, so may attend in several ways
 BIAS_ENCODINGS = ("alibi", "t5")
 
+
 def items(config: dict) -> list[tuple]:
     """The groups after priority 1, in priority order (:meth:`GpuPlan.run_item` runs
     one); each names the stack it reads (``"rope"``, ``"alibi"`` or ``None``) as its
