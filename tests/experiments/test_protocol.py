@@ -845,30 +845,24 @@ def test_gpu_plan_loops_when_the_shared_device_runs_out_of_memory(corpus, tmp_pa
 
     plan = GpuPlan(TIERS["gpuquick"], corpus, U.UnitStore(tmp_path), device="cpu",
                    budget=U.Budget(None), steps=3, log=lambda *a: None)
-    real, calls = S.train_lm, []
-
-    def scarce(stack, split, **kw):
+    def scarce(real, calls):
         # vmapped: the measurement's two calls (2 and 3 steps) fit, the group's does not
-        calls.append(kw["use_vmap"])
-        if kw["use_vmap"] and calls.count(True) == 3:
-            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
-        return real(stack, split, **kw)
+        def train(stack, data, **kw):
+            calls.append(kw["use_vmap"])
+            if kw["use_vmap"] and calls.count(True) == 3:
+                raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+            return real(stack, data, **kw)
+        return train
 
-    monkeypatch.setattr(S, "train_lm", scarce)
+    calls: list[bool] = []
+    monkeypatch.setattr(S, "train_lm", scarce(S.train_lm, calls))
     stack = plan.lm_group("rope", plan.L, [0, 1], 3)
     assert stack is not None and plan.vmap_ok["rope"] is False
     assert calls == [True, True, True, False, False, False]
     assert [k for k, _ in plan.keys] == [f"lm-rope-L{plan.L}-s0", f"lm-rope-L{plan.L}-s1"]
     # a task group the same way
-    real_task, task_calls = S.train_task, []
-
-    def scarce_task(stack, maker, **kw):
-        task_calls.append(kw["use_vmap"])
-        if kw["use_vmap"] and task_calls.count(True) == 3:
-            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
-        return real_task(stack, maker, **kw)
-
-    monkeypatch.setattr(S, "train_task", scarce_task)
+    task_calls: list[bool] = []
+    monkeypatch.setattr(S, "train_task", scarce(S.train_task, task_calls))
     lr = TIERS["gpuquick"]["copy"]["lrs"][0]
     plan.task_group("copy", "nope", [0, 1], lr)
     assert task_calls == [True, True, True, False, False, False]
