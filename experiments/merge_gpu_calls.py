@@ -6,7 +6,8 @@ Each ``CALL`` is a folder a call brought back (``results.json`` and ``units.json
 first call's results are the base (its provenance, configuration and plan); every later
 call adds the units it stored that the earlier ones lack (a call run with ``--groups``
 completes groups the first one's budget did not reach) and removes those groups from
-``skipped``.  All calls must have run the same GPU-tier code (the stage code of their
+``skipped``; the ways each call checked (``vmap``) or chose to attend (``attention``) are
+added where the earlier calls lack them.  All calls must have run the same GPU-tier code (the stage code of their
 units), the same configuration and the same steps, or the merge refuses.  Writes
 ``<out>/results-gpu.json``, ``<out>/results-gpu.md`` and ``<out>/units/gpu/units.jsonl``;
 ``provenance.calls`` records each call's commit, date, seconds and units.
@@ -41,14 +42,14 @@ def merge(calls: list[dict]) -> dict:
     ...      "seconds": 9.0, "skipped": ["lm-alibi-L2048-s0,1", "copy-t5-lr0.001"],
     ...      "units": [{"key": "lm-rope-L512-s0", "code": "c"}]}
     >>> b = {"config": {"x": 1}, "steps": 5, "provenance": {"commit": "b", "date": "d2"},
-    ...      "seconds": 3.0, "skipped": [],
+    ...      "seconds": 3.0, "skipped": [], "attention": {"alibi@2048": "flex"},
     ...      "units": [{"key": "lm-alibi-L2048-s0", "code": "c"},
     ...                {"key": "lm-alibi-L2048-s1", "code": "c"}]}
     >>> m = merge([a, b])
     >>> [u["key"] for u in m["units"]], m["skipped"]
     (['lm-rope-L512-s0', 'lm-alibi-L2048-s0', 'lm-alibi-L2048-s1'], ['copy-t5-lr0.001'])
-    >>> [(c["commit"], c["units"]) for c in m["provenance"]["calls"]]
-    [('a', 1), ('b', 2)]
+    >>> [(c["commit"], c["units"]) for c in m["provenance"]["calls"]], m["attention"]
+    ([('a', 1), ('b', 2)], {'alibi@2048': 'flex'})
     >>> merge([a, {**b, "steps": 6}])
     Traceback (most recent call last):
     ...
@@ -77,6 +78,9 @@ def merge(calls: list[dict]) -> dict:
         seen |= {u["key"] for u in new}
         done = {_group(u["key"]) for u in new}
         base["skipped"] = [s for s in base["skipped"] if _group(s) not in done]
+        for record_of in ("vmap", "attention"):  # what each call checked or chose, first kept
+            for name, value in call.get(record_of, {}).items():
+                base.setdefault(record_of, {}).setdefault(name, value)
         record.append({"commit": call["provenance"]["commit"],
                        "date": call["provenance"]["date"], "seconds": call["seconds"],
                        "units": len(new)})
