@@ -70,6 +70,13 @@ class GpuPlan:
     The steps of every language model are the same: ``--steps``, or, with a budget and no
     ``--steps``, as many (a multiple of 50 in ``[min_steps, max_steps]``) as let priority 1
     take ``first_share`` of the budget at the step times measured at the start.
+
+    How the seeds train is decided on the device, each way checked against a reference
+    before it is used: vmap over the seeds where it agrees with the per-seed loop
+    (:meth:`vmap_for`; a group that then runs out of memory on the shared device loops
+    instead), and for ALiBi and T5 looping over seeds the fastest way to attend that
+    agrees with the model's own (:meth:`attention_ways`).  A task seed that has learned
+    leaves its stack; the probes read every seed at once (:meth:`probe`).
     """
 
     def __init__(self, config: dict, corpus: C.Corpus, store: UnitStore, *, device: str,
