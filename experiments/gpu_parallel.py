@@ -22,9 +22,9 @@ the time with eight (``experiments/gpu-calls``).
   and sized so that priority 1 takes ``first_share`` of the budget.
 
 Each group runs through :meth:`experiments.stage_gpu.GpuPlan.run_item`, as in one process,
-so a unit is keyed, trained and stored exactly as there; the store's file takes one line at a time under a
-lock.  The parent writes ``results.json`` from the stored units every few seconds and at the
-end, so a call cut short keeps every unit it finished.
+so a unit is keyed, trained and stored exactly as there; the store's file takes one line at
+a time under a lock.  The parent writes ``results.json`` from the stored units every few
+seconds and at the end, so a call cut short keeps every unit it finished.
 """
 
 from __future__ import annotations
@@ -143,10 +143,7 @@ def worker(i: int, spec: dict, sync: dict) -> None:
     meta_path = shared / f"w{i}.json"
 
     def write_meta() -> None:
-        meta = {"keys": order, "step_ms": {f"{e}@{n}x{k}": 1000 * t for (e, n, k), t in
-                                           plan.step_time.items()},
-                "vmap": plan.vmap_ok, "attention": plan.attention_record(),
-                "skipped": plan.skipped, "errors": plan.errors}
+        meta = {"keys": order, **plan.record()}
         tmp = meta_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(meta))
         tmp.replace(meta_path)

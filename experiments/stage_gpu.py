@@ -365,10 +365,12 @@ class GpuPlan:
         encoding and way); otherwise only the model's own."""
         if enc not in BIAS_ENCODINGS or self.vmap_for(enc, length):
             return ["blocked"]
-        ways = []
+        ways, stack = [], None
         for way in self.plan.get("bias_attention", ["blocked"]):
             if way != "blocked" and (enc, way) not in self.attention_ok:
-                stack = self.S.build(self.cfg(enc), self.plan["first_seeds"][:2], self.device)
+                if stack is None:
+                    stack = self.S.build(self.cfg(enc), self.plan["first_seeds"][:2],
+                                         self.device)
                 ok, why = self.S.attention_agrees(stack, self.corpus.train, way, batch=2,
                                                   length=min(self.L, 256), bf16=self.bf16)
                 self.attention_ok[(enc, way)] = ok
@@ -659,17 +661,18 @@ class GpuPlan:
     def results(self) -> dict:
         """Every unit of the plan that is stored (finished in this call or an earlier one)."""
         units = [u for k, prm in self.keys if (u := self.store.get(k, prm)) is not None]
-        return {"steps": self.steps,
-                "step_ms": {f"{e}@{n}x{k}": 1000 * t for (e, n, k), t in
-                            self.step_time.items()},
-                "vmap": self.vmap_ok, "attention": self.attention_record(),
-                "first_seeds": self.first,
-                "skipped": self.skipped, "errors": self.errors,
+        return {"steps": self.steps, **self.record(), "first_seeds": self.first,
                 "far_targets": self.far_share(), "units": units}
 
-    def attention_record(self) -> dict:
-        """The way chosen for each (encoding, length) timed, as ``{"alibi@2048": "flex"}``."""
-        return {f"{e}@{n}": w for (e, n), w in self.attention.items()}
+    def record(self) -> dict:
+        """What the plan measured, checked and chose, and what it skipped or lost: the step
+        times (``{"alibi@2048x5": ms}``), the vmap checks, the way each (encoding, length)
+        attends (``{"alibi@2048": "flex"}``), the skipped groups and the errors."""
+        return {"step_ms": {f"{e}@{n}x{k}": 1000 * t for (e, n, k), t in
+                            self.step_time.items()},
+                "vmap": self.vmap_ok,
+                "attention": {f"{e}@{n}": w for (e, n), w in self.attention.items()},
+                "skipped": self.skipped, "errors": self.errors}
 
     def far_share(self) -> dict:
         m = np.stack([self.far[e - self.chunks.target:e] for e in self.chunks.ends])
