@@ -18,6 +18,7 @@ from posenc.analysis.experiments import stacked as S
 from posenc.analysis.experiments import stats
 from posenc.analysis.experiments import train as T
 from posenc.analysis.experiments import units as U
+from posenc.analysis.experiments.cost import group_of, gpu_work
 from posenc.analysis.experiments.models import ENCODINGS, ModelConfig, TinyDecoder
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -682,6 +683,8 @@ def test_gpu_plan_trains_in_priority_order_writes_units_and_resumes(corpus, tmp_
              for e in ENCODINGS for s in first]
     rest = [f"lm-{e}-L{L}-s{s}" for e in ENCODINGS for s in more]
     assert keys[len(expect) + len(scale):] == probes + refs + ft + tasks + rest
+    # the cost model (posenc.analysis.experiments.cost) counts exactly the plan's groups
+    assert {group_of(k) for k in keys} == set(gpu_work(cfg, 3))
     r = json.loads((out / "results.json").read_text())
     assert r["schema"] == 3 and r["steps"] == 3 and not r["skipped"]
     assert len(r["units"]) == len(keys)

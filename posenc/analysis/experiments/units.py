@@ -45,8 +45,9 @@ except ImportError:  # not on Windows: one process per store file there
 ROOT = Path(__file__).resolve().parents[3]
 
 
-#: the harness's presentation modules: they read stored units and never decide a number
-PRESENTATION = frozenset({"report.py", "stats.py", "markdown.py"})
+#: the harness's presentation modules: they read stored units (or, ``cost.py``, a tier's
+#: configuration) and never decide a number
+PRESENTATION = frozenset({"report.py", "stats.py", "markdown.py", "cost.py"})
 
 
 #: bookkeeping modules: where a unit is stored, not what it contains
