@@ -637,6 +637,28 @@ def run_gpu(config: dict, args, corpus: C.Corpus, tier: str) -> int:
     return 0
 
 
+def print_cost(config: dict, steps: int | None, budget: float | None) -> None:
+    """``--cost``: the plan's operations by part, its ten largest groups and, with a
+    budget, the pace it needs."""
+    from posenc.analysis.experiments import cost
+
+    steps = steps or int(config["plan"]["max_steps"])
+    parts = cost.gpu_protocol(config, steps)
+    seeds = len(config["plan"]["first_seeds"]) + len(config["plan"]["more_seeds"])
+    print(f"the gpu plan at {steps} steps, {seeds} seeds a group, tasks at their cap:")
+    for part, flops in sorted(parts.items(), key=lambda kv: -kv[1]):
+        print(f"  {part:<16} {flops / 1e15:10.2f} PFLOP")
+    work = cost.gpu_work(config, steps)
+    top = sorted(work, key=lambda g: -(work[g]["train"] + work[g]["eval"]))[:10]
+    print("largest groups (PFLOP for all seeds: training + evaluation):")
+    for g in top:
+        print(f"  {g:<24} {seeds * work[g]['train'] / 1e15:8.2f} + "
+              f"{seeds * work[g]['eval'] / 1e15:.2f}")
+    if budget:
+        print(f"to finish in {budget:.0f} s: {parts['total'] / budget / 1e12:.0f} TFLOP/s "
+              "sustained")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a tiny run that checks the harness")
@@ -711,6 +733,11 @@ def main(argv=None) -> int:
                     help="gpu tier: processes that share the device, each launching its "
                          "own groups' kernels (experiments/gpu_parallel.py; 1: the plan in "
                          "this process, in priority order)")
+    ap.add_argument("--cost", action="store_true",
+                    help="gpu tier: print the plan's operations (PFLOP) by part and its "
+                         "largest groups, at --steps (default: the plan's max_steps), and "
+                         "with --time-budget the pace that would finish it in that time; "
+                         "nothing is trained (posenc.analysis.experiments.cost)")
     args = ap.parse_args(argv)
     if args.steps is not None and args.steps < 1:
         ap.error(f"--steps must be >= 1, got {args.steps}")
@@ -729,6 +756,11 @@ def main(argv=None) -> int:
         ap.error(f"--time-budget must be > 0, got {args.time_budget}")
     if args.corpus_file is not None and not args.corpus_file.is_file():
         ap.error(f"--corpus-file {args.corpus_file} does not exist")
+    if args.cost:
+        if args.tier == "cpu" or args.quick:
+            ap.error("--cost is for the gpu tier (--tier gpu or gpuquick)")
+        print_cost(TIERS[args.tier], args.steps, args.time_budget)
+        return 0
     if args.save_corpus is not None:
         path = C.save_corpus(C.load_corpus(), args.save_corpus)
         print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB)")

@@ -101,3 +101,20 @@ def test_the_protocol_and_what_a_results_file_did():
                          {"key": "scale-pi-matched-s0"}]}
     lm, pi = few["lm-rope-L512"], few["scale-pi-matched"]
     assert cost.gpu_done(results) == 2 * (lm["train"] + lm["eval"]) + pi["eval"]
+
+
+def test_run_prints_the_plan_s_cost():
+    import subprocess
+
+    run = [sys.executable, str(ROOT / "experiments" / "run.py")]
+    proc = subprocess.run([*run, "--tier", "gpu", "--cost", "--steps", "550",
+                           "--time-budget", "540"], capture_output=True, text=True,
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    parts = cost.gpu_protocol(_gpu_config(), 550)
+    assert "the gpu plan at 550 steps" in proc.stdout
+    for part, flops in parts.items():
+        assert f"{part:<16} {flops / 1e15:10.2f} PFLOP" in proc.stdout
+    assert f"{parts['total'] / 540 / 1e12:.0f} TFLOP/s sustained" in proc.stdout
+    bad = subprocess.run([*run, "--cost"], capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode == 2 and "--cost is for the gpu tier" in bad.stderr
