@@ -992,6 +992,23 @@ def test_gpu_history_as_the_prose_states_it(gpu, results):
     assert not any(s.startswith("lm-alibi-L2048") for s in gpu["skipped"])
 
 
+def test_gpu_cost_as_the_prose_states_it(gpu):
+    """"What one call can hold": the parts in the order the prose names them, the calls'
+    work and pace, and a whole protocol that one call of nine minutes cannot hold at that
+    pace (the prose rounds the factor; it must be well above one)."""
+    from posenc.analysis.experiments import cost
+
+    c = cost.gpu_compute(gpu, budget_s=9 * 60)
+    parts = c["parts"]
+    rest = parts["fine-tuning"] + parts["scaling"] + parts["probes"]
+    assert parts["tasks"] > parts["references"] > parts["language models"] > rest
+    assert c["seeds"] == len(gpu["first_seeds"]) and c["steps"] > gpu["steps"]
+    assert 0 < c["done"] < parts["total"] / 10
+    assert c["needed"] / c["rate"] > 10 and c["whole_seconds"] > 3600
+    with pytest.raises(ValueError, match="budget_s must be a number > 0"):
+        cost.gpu_compute(gpu, budget_s=0)
+
+
 def test_gpu_accessors_reject_bad_input(gpu):
     with pytest.raises(ValueError, match="results must be an experiments/results-gpu.json"):
         R.check_gpu({"schema": 2})

@@ -222,7 +222,7 @@ ALLOWED_NAMES = {
     "Chen", "Heo", "Kazemnejad", "Liu", "Peng", "Press", "Shaw", "Vaswani", "Barbero", "Yang",
     "Chiang", "Cholak", "Hahn", "Nakanishi", "Men", "Hua", "Golovneva", "Lin",
     # acronyms and units
-    "API", "CPU", "GPU", "KV", "NaN", "GB", "MB", "KiB", "MiB", "TB",
+    "API", "CPU", "GPU", "KV", "NaN", "GB", "MB", "KiB", "MiB", "TB", "PFLOP", "TFLOP",
     # symbols written outside math in figure labels: PE(p)
     "PE",
 }
