@@ -523,13 +523,9 @@ class GpuPlan:
             return self.task_group(name, enc, seeds, lr)
         train_s = time.perf_counter() - t0
         t0 = time.perf_counter()
+        accs, tests = self.task_tests(name, enc, stack, maker)
         for i, (k, prm) in enumerate(keys):
-            model, seed = got[i]["model"], seeds[i]
-            acc = valid(model)
-            test = (K.eval_copy(model, tc["eval_m"], n=tc["n_eval"], seed=seed, free=True)
-                    if name == "copy" else
-                    K.eval_passkey(model, tc["eval_totals"], tc["depths"], n=tc["n_eval"],
-                                   seed=seed))
+            seed, acc, test = seeds[i], accs[i], tests[i]
             self.store.put(k, prm, {
                 "encoding": enc, "task": name, "seed": seed, "lr": lr,
                 "task_steps": got[i]["steps"], "valid": acc, "learned": acc >= tc["target"],
@@ -539,6 +535,33 @@ class GpuPlan:
         self.log(f"  {group}: {train_s:.0f} s; steps " + ", ".join(
             str(g["steps"]) for g in got) + "; learned " + ", ".join(
             str(g["done"]) for g in got))
+
+    def task_tests(self, name: str, enc: str, stack, maker) -> tuple[list, list]:
+        """Every seed's in-distribution accuracy (the stopping rule's questions) and
+        tests (copy also free-running), read by all seeds at once
+        (:func:`~posenc.analysis.experiments.stacked.task_scores`): under vmap where the
+        training check passed, looping if vmap fails here, as :meth:`evaluate` does."""
+        tc = self.config[name]
+
+        def run(use_vmap: bool):
+            valid = self.S.task_scores(
+                stack, [lambda b, r=np.random.default_rng(99_999): maker(b, r)
+                        for _ in stack.seeds], tc["n_valid"], use_vmap=use_vmap)
+            test = (self.S.eval_copy(stack, tc["eval_m"], n=tc["n_eval"], free=True,
+                                     use_vmap=use_vmap) if name == "copy" else
+                    self.S.eval_passkey(stack, tc["eval_totals"], tc["depths"],
+                                        n=tc["n_eval"], use_vmap=use_vmap))
+            return [v["symbol"] for v in valid], test
+
+        if self.vmap_for(enc):
+            try:
+                return run(True)
+            except (RuntimeError, ValueError) as e:
+                self.log(f"  {enc}: the task tests under vmap failed ({str(e)[:300]}); "
+                         "looping")
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+        return run(False)
 
     def _stack(self, enc: str, length: int, seeds, steps: int, stack):
         """``stack`` if it is at hand, else the group trained again (within the budget)."""

@@ -16,6 +16,7 @@ from torch.nn import functional as F
 from posenc.analysis.experiments import corpus as C
 from posenc.analysis.experiments import stacked as S
 from posenc.analysis.experiments import stats
+from posenc.analysis.experiments import tasks as K
 from posenc.analysis.experiments import train as T
 from posenc.analysis.experiments import units as U
 from posenc.analysis.experiments.cost import group_of, gpu_work
@@ -481,6 +482,42 @@ def test_stacked_passkey_probe_is_each_seeds_probe(corpus, monkeypatch, use_vmap
         assert (got[0][128] is None) == (enc == "learned")
 
 
+@pytest.mark.parametrize("use_vmap", [True, False])
+def test_stacked_task_tests_are_each_seeds_tests(monkeypatch, use_vmap):
+    """stacked.eval_copy (free-running too) and stacked.eval_passkey give each seed what
+    tasks.eval_copy and tasks.eval_passkey give its model: the same strings, drawn from
+    the same generators (recorded), and the same scores; the copy models, trained a
+    little, score differently, so a seed read in another's place would show."""
+    stack = S.build(_tiny("rope", 15), [0, 1, 2], "cpu")
+    S.train_task(stack, K.copy_maker((1, 4)), steps=60, batch=16, lr=3e-3)
+    got = S.eval_copy(stack, [2, 4, 8], n=40, free=True, use_vmap=use_vmap)
+    assert got == [K.eval_copy(stack.model(i), [2, 4, 8], n=40, seed=s, free=True)
+                   for i, s in enumerate(stack.seeds)]
+    assert len({g[2]["symbol"] for g in got}) > 1
+    assert len({g[4]["free"]["symbol"] for g in got}) > 1
+    drawn = []
+    real = K.passkey_batch
+
+    def recorded(batch, total, depth, rng):
+        drawn.append((total, depth, str(rng.bit_generator.state["state"])))
+        return real(batch, total, depth, rng)
+
+    monkeypatch.setattr(K, "passkey_batch", recorded)
+    learned = S.build(_tiny("learned", 15), [0, 1, 2], "cpu")
+    for st in (stack, learned):
+        drawn.clear()
+        got = S.eval_passkey(st, [12, 16, 24], [0.1, 0.9], n=20, use_vmap=use_vmap)
+        ours = sorted(drawn)
+        drawn.clear()
+        assert got == [K.eval_passkey(st.model(i), [12, 16, 24], [0.1, 0.9], n=20, seed=s)
+                       for i, s in enumerate(st.seeds)]
+        readable = 2 if st is learned else 3
+        assert ours == sorted(drawn) and len(ours) == 3 * 2 * readable
+        assert (got[0][24] is None) == (st is learned)
+    with pytest.raises(ValueError, match="makers must have one entry per seed"):
+        S.task_scores(stack, [K.copy_maker(2)], 4)
+
+
 def test_vmapped_training_attends_without_the_fused_kernel(corpus, monkeypatch):
     """Under vmap, training runs the attention written out (stacked._attend): the fused
     kernel's batching rules gave NaN gradients or refused a float bias on CUDA.  With the
@@ -685,6 +722,9 @@ def test_gpu_plan_trains_in_priority_order_writes_units_and_resumes(corpus, tmp_
     assert keys[len(expect) + len(scale):] == probes + refs + ft + tasks + rest
     # the cost model (posenc.analysis.experiments.cost) counts exactly the plan's groups
     assert {group_of(k) for k in keys} == set(gpu_work(cfg, 3))
+    # and the call's log gives what its units cost against the whole plan
+    assert f"this call stored {len(keys)} units, " in proc.stdout
+    assert "TFLOP/s); the whole plan at 3 steps is " in proc.stdout
     r = json.loads((out / "results.json").read_text())
     assert r["schema"] == 3 and r["steps"] == 3 and not r["skipped"]
     assert len(r["units"]) == len(keys)
@@ -760,6 +800,7 @@ def test_gpu_plan_trains_in_priority_order_writes_units_and_resumes(corpus, tmp_
                      "--resume-from", str(committed))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert " steps in " not in proc.stdout and "scale pi" not in proc.stdout
+    assert "this call stored" not in proc.stdout
     again = json.loads((tmp_path / "again" / "results.json").read_text())
     assert [u["key"] for u in again["units"]] == [u["key"] for u in r["units"]]
     assert not (tmp_path / "again" / "units.jsonl").exists()
@@ -788,6 +829,7 @@ def test_gpu_plan_in_several_processes_stores_what_one_process_does(corpus, tmp_
                      "--workers", "7")
     assert many.returncode == 0, many.stderr[-3000:]
     assert "worker exit codes [0, 0, 0, 0, 0, 0, 0]" in many.stdout
+    assert "this call stored " in many.stdout
     # the workers' records and stacks stay out of <out>, which a device call brings back
     assert sorted(p.name for p in (tmp_path / "many").iterdir()) == [
         "results.json", "results.md", "units.jsonl"]
