@@ -609,8 +609,10 @@ def run_gpu(config: dict, args, corpus: C.Corpus, tier: str) -> int:
     if args.workers > 1:
         from experiments.gpu_parallel import run_parallel
 
-        return run_parallel(config, args, root=ROOT, start=_START, write=write,
-                            plan_meta={"far_targets": plan.far_share()})
+        rc = run_parallel(config, args, root=ROOT, start=_START, write=write,
+                          plan_meta={"far_targets": plan.far_share()})
+        print_pace(config, out, args.units or out)
+        return rc
     if args.groups:
         # only the named groups of the plan (GpuPlan.guard's names, e.g. lm-alibi-L2048),
         # every seed of the tier stacked, as --workers trains them: a later call completes
@@ -634,7 +636,29 @@ def run_gpu(config: dict, args, corpus: C.Corpus, tier: str) -> int:
         write()
     print(f"wrote {out / 'results.json'} ({len(plan.results()['units'])} units) in "
           f"{time.perf_counter() - start:.0f} s", flush=True)
+    print_pace(config, out, args.units or out)
     return 0
+
+
+def print_pace(config: dict, out: Path, units: Path) -> None:
+    """The operations of the units this call stored (``units/units.jsonl``), over the
+    call's time so far, against the whole plan (:mod:`posenc.analysis.experiments.cost`):
+    how many calls like this one the plan needs."""
+    from posenc.analysis.experiments import cost
+
+    path, res = units / "units.jsonl", out / "results.json"
+    if not (path.is_file() and res.is_file()):
+        return
+    stored = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    steps = json.loads(res.read_text()).get("steps")
+    if not stored or not isinstance(steps, int):
+        return
+    seconds = time.perf_counter() - _START
+    done = cost.gpu_done({"config": config, "steps": steps, "units": stored})
+    whole = cost.gpu_protocol(config, steps)["total"]
+    print(f"this call stored {len(stored)} units, {done / 1e15:.3g} PFLOP in {seconds:.0f} s "
+          f"({done / seconds / 1e12:.3g} TFLOP/s); the whole plan at {steps} steps is "
+          f"{whole / 1e15:.3g} PFLOP, {whole / done:.1f} times as much", flush=True)
 
 
 def print_cost(config: dict, steps: int | None, budget: float | None) -> None:

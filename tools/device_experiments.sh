@@ -6,7 +6,12 @@
 #   for what is left of the budget.  nvidia-smi samples the device's use meanwhile.
 # It needs the prepared corpus, carried: python experiments/run.py --save-corpus
 # experiments/.corpus/sympy.npz; and the commit in .device_commit (git rev-parse HEAD).
-# Usage there: OUT=/some/dir bash tools/device_experiments.sh [BUDGET, default 480]
+# Usage there: OUT=/some/dir [STEPS=N] bash tools/device_experiments.sh [BUDGET, default 480]
+# The whole plan is more than one call holds (python experiments/run.py --tier gpu --cost):
+# a later call goes on where the earlier ones stopped once their units are committed
+# (experiments/units/gpu/units.jsonl, read by every call; units of other code are not
+# reused) if it trains the same steps: STEPS set to the first call's (its log's
+# "language models: N steps each").
 # Files back (6): machine.txt, dmon.txt, exp/{log.txt,results.json,results.md,units.jsonl}
 # Read first in the log: each encoding's vmap check ("vmap does not agree" or not), the
 # step times of the calibration, ALiBi's and T5's ways to attend where they loop over
@@ -22,6 +27,7 @@ export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 export POSENC_COMMIT=${POSENC_COMMIT:-$(cat .device_commit 2>/dev/null || echo unknown)}
 BUDGET=${1:-480}
 WORKERS=${WORKERS:-8}
+STEPS=${STEPS:-}
 t0=$(date +%s)
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
@@ -32,7 +38,8 @@ nvidia-smi dmon -s um -d 5 > "$OUT/dmon.txt" 2>&1 &
 dmon=$!
 python3 experiments/run.py --tier gpu --device cuda --no-progress \
   --corpus-file experiments/.corpus/sympy.npz --out "$OUT/exp" \
-  --time-budget "$BUDGET" --reserve 20 --workers "$WORKERS" > "$OUT/exp/log.txt" 2>&1
+  --time-budget "$BUDGET" --reserve 20 --workers "$WORKERS" ${STEPS:+--steps "$STEPS"} \
+  > "$OUT/exp/log.txt" 2>&1
 rc=$?
 echo "parallel plan exit $rc after $(( $(date +%s) - t0 )) s" | tee -a "$OUT/exp/log.txt"
 left=$(( BUDGET - ($(date +%s) - t0) ))
@@ -40,7 +47,7 @@ if [ "$rc" -ne 0 ] && [ "$left" -gt 120 ]; then
   echo "== the plan in one process, $left s" | tee -a "$OUT/exp/log.txt"
   python3 experiments/run.py --tier gpu --device cuda --no-progress \
     --corpus-file experiments/.corpus/sympy.npz --out "$OUT/exp" \
-    --time-budget "$left" --reserve 20 >> "$OUT/exp/log.txt" 2>&1
+    --time-budget "$left" --reserve 20 ${STEPS:+--steps "$STEPS"} >> "$OUT/exp/log.txt" 2>&1
   echo "one-process plan exit $?" | tee -a "$OUT/exp/log.txt"
 fi
 kill "$dmon" 2>/dev/null
