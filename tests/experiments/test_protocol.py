@@ -482,15 +482,16 @@ def test_stacked_passkey_probe_is_each_seeds_probe(corpus, monkeypatch, use_vmap
         assert (got[0][128] is None) == (enc == "learned")
 
 
-@pytest.mark.parametrize("use_vmap", [True, False])
-def test_stacked_task_tests_are_each_seeds_tests(monkeypatch, use_vmap):
+@pytest.mark.parametrize("use_vmap,tokens", [(True, 2**17), (False, 2**17), (True, 60)])
+def test_stacked_task_tests_are_each_seeds_tests(monkeypatch, use_vmap, tokens):
     """stacked.eval_copy (free-running too) and stacked.eval_passkey give each seed what
     tasks.eval_copy and tasks.eval_passkey give its model: the same strings, drawn from
     the same generators (recorded), and the same scores; the copy models, trained a
-    little, score differently, so a seed read in another's place would show."""
+    little, score differently, so a seed read in another's place would show.  A small
+    ``tokens`` reads the strings a few at a time: the same scores."""
     stack = S.build(_tiny("rope", 15), [0, 1, 2], "cpu")
     S.train_task(stack, K.copy_maker((1, 4)), steps=60, batch=16, lr=3e-3)
-    got = S.eval_copy(stack, [2, 4, 8], n=40, free=True, use_vmap=use_vmap)
+    got = S.eval_copy(stack, [2, 4, 8], n=40, free=True, use_vmap=use_vmap, tokens=tokens)
     assert got == [K.eval_copy(stack.model(i), [2, 4, 8], n=40, seed=s, free=True)
                    for i, s in enumerate(stack.seeds)]
     assert len({g[2]["symbol"] for g in got}) > 1
@@ -506,7 +507,8 @@ def test_stacked_task_tests_are_each_seeds_tests(monkeypatch, use_vmap):
     learned = S.build(_tiny("learned", 15), [0, 1, 2], "cpu")
     for st in (stack, learned):
         drawn.clear()
-        got = S.eval_passkey(st, [12, 16, 24], [0.1, 0.9], n=20, use_vmap=use_vmap)
+        got = S.eval_passkey(st, [12, 16, 24], [0.1, 0.9], n=20, use_vmap=use_vmap,
+                             tokens=tokens)
         ours = sorted(drawn)
         drawn.clear()
         assert got == [K.eval_passkey(st.model(i), [12, 16, 24], [0.1, 0.9], n=20, seed=s)

@@ -482,11 +482,12 @@ def passkey_scores(stack: Stack, split: Split, lengths: Sequence[int],
 
 @torch.no_grad()
 def task_scores(stack: Stack, makers: Sequence, n: int, *, batch: int = 32,
-                use_vmap: bool = True) -> list[dict]:
+                use_vmap: bool = True, tokens: int = 2**17) -> list[dict]:
     """:func:`.tasks.score` for every seed of the stack (one dict per seed):
     ``makers[i](size)`` gives seed ``i``'s sequences and scored masks (from its own
-    generator, in the order :func:`.tasks.score` draws them), and every seed reads its
-    batch in one call, in float32 as there."""
+    generator, in the order and batches :func:`.tasks.score` draws them), and every seed
+    reads them together, in float32 as there (as many sequences a call as keep each
+    seed's input within ``tokens``)."""
     if len(makers) != stack.n:
         raise ValueError(f"makers must have one entry per seed ({stack.n}), got "
                          f"{len(makers)}")
@@ -494,52 +495,55 @@ def task_scores(stack: Stack, makers: Sequence, n: int, *, batch: int = 32,
     template.eval()
     dev = next(iter(stack.params.values())).device
     fn = _per_seed(lambda p, x: _forward(template, p, x), stack.n, True, use_vmap)
-    right = torch.zeros(stack.n, dtype=torch.int64)
-    total = torch.zeros(stack.n, dtype=torch.int64)
-    exact = torch.zeros(stack.n, dtype=torch.int64)
-    seqs = 0
-    for start in range(0, n, batch):
-        pairs = [make(min(batch, n - start)) for make in makers]
-        seq = torch.stack([sq for sq, _ in pairs]).to(dev)
-        mask = torch.stack([sc for _, sc in pairs]).to(dev)[:, :, 1:].bool()
-        hit = (fn(stack.params, seq[:, :, :-1]).argmax(-1) == seq[:, :, 1:]) & mask
-        right += hit.sum((1, 2)).cpu()
-        total += mask.sum((1, 2)).cpu()
-        exact += (hit.sum(2) == mask.sum(2)).sum(1).cpu()
-        seqs += seq.shape[1]
-    return [{"symbol": int(right[i]) / int(total[i]), "exact": int(exact[i]) / seqs}
+    # drawn in batches of ``batch``, as there, and read all at once
+    drawn = [[make(min(batch, n - start)) for start in range(0, n, batch)]
+             for make in makers]
+    seq = torch.stack([torch.cat([sq for sq, _ in d]) for d in drawn])
+    mask = torch.stack([torch.cat([sc for _, sc in d]) for d in drawn])[:, :, 1:].bool()
+    right = total = exact = torch.zeros(stack.n, dtype=torch.int64)
+    rows = max(1, tokens // seq.shape[2])
+    for i in range(0, n, rows):
+        x, mk = seq[:, i:i + rows].to(dev), mask[:, i:i + rows].to(dev)
+        hit = (fn(stack.params, x[:, :, :-1]).argmax(-1) == x[:, :, 1:]) & mk
+        right = right + hit.sum((1, 2)).cpu()
+        total = total + mk.sum((1, 2)).cpu()
+        exact = exact + (hit.sum(2) == mk.sum(2)).sum(1).cpu()
+    return [{"symbol": int(right[i]) / int(total[i]), "exact": int(exact[i]) / n}
             for i in range(stack.n)]
 
 
 @torch.no_grad()
 def generate_copy(stack: Stack, m: int, n: int, rngs: Sequence, *, batch: int = 32,
-                  use_vmap: bool = True) -> list[dict]:
+                  use_vmap: bool = True, tokens: int = 2**17) -> list[dict]:
     """:func:`.tasks.generate_copy` for every seed (one dict per seed): seed ``i``'s
-    strings from ``rngs[i]``, every seed writing its own continuation, token by token,
-    in one call per token."""
+    strings from ``rngs[i]`` (drawn ``batch`` at a time, as there), every seed writing
+    its own continuations, token by token, in one call per token for as many strings as
+    keep each seed's input within ``tokens``."""
     from .tasks import copy_batch
 
     template = stack.template
     template.eval()
     dev = next(iter(stack.params.values())).device
     fn = _per_seed(lambda p, x: _forward(template, p, x), stack.n, True, use_vmap)
-    right = torch.zeros(stack.n, dtype=torch.int64)
-    exact = torch.zeros(stack.n, dtype=torch.int64)
-    for start in range(0, n, batch):
-        seq = torch.stack([copy_batch(min(batch, n - start), m, r)[0] for r in rngs]).to(dev)
-        out = seq[:, :, :m + 2]
+    # the strings drawn in batches of ``batch``, as there, and written together
+    seq = torch.stack([torch.cat([copy_batch(min(batch, n - start), m, r)[0]
+                                  for start in range(0, n, batch)]) for r in rngs])
+    right = exact = torch.zeros(stack.n, dtype=torch.int64)
+    rows = max(1, tokens // (2 * m + 1))
+    for i in range(0, n, rows):
+        x = seq[:, i:i + rows].to(dev)
+        out = x[:, :, :m + 2]
         for _ in range(m):
             nxt = fn(stack.params, out)[:, :, -1].argmax(-1, keepdim=True)
             out = torch.cat([out, nxt], dim=2)
-        hit = (out[:, :, m + 2:] == seq[:, :, 1:m + 1]).cpu()
-        right += hit.sum((1, 2))
-        exact += hit.all(2).sum(1)
+        hit = (out[:, :, m + 2:] == x[:, :, 1:m + 1]).cpu()
+        right, exact = right + hit.sum((1, 2)), exact + hit.all(2).sum(1)
     return [{"symbol": int(right[i]) / (n * m), "exact": int(exact[i]) / n}
             for i in range(stack.n)]
 
 
 def eval_copy(stack: Stack, ms: Sequence[int], *, n: int, free: bool = False,
-              use_vmap: bool = True) -> list[dict]:
+              use_vmap: bool = True, tokens: int = 2**17) -> list[dict]:
     """:func:`.tasks.eval_copy` for every seed of the stack (one dict per seed), each
     seed's strings drawn as there from its own seed."""
     from .tasks import copy_batch
@@ -555,9 +559,10 @@ def eval_copy(stack: Stack, ms: Sequence[int], *, n: int, free: bool = False,
             return [np.random.default_rng(10_000 + 1000 * s + m) for s in stack.seeds]
 
         got = task_scores(stack, [lambda b, r=r: copy_batch(b, m, r) for r in rngs()], n,
-                          use_vmap=use_vmap)
+                          use_vmap=use_vmap, tokens=tokens)
         if free:
-            for g, f in zip(got, generate_copy(stack, m, n, rngs(), use_vmap=use_vmap)):
+            for g, f in zip(got, generate_copy(stack, m, n, rngs(), use_vmap=use_vmap,
+                                               tokens=tokens)):
                 g["free"] = f
         for o, g in zip(out, got):
             o[m] = g
@@ -565,7 +570,7 @@ def eval_copy(stack: Stack, ms: Sequence[int], *, n: int, free: bool = False,
 
 
 def eval_passkey(stack: Stack, totals: Sequence[int], depths: Sequence[float], *, n: int,
-                 use_vmap: bool = True) -> list[dict]:
+                 use_vmap: bool = True, tokens: int = 2**17) -> list[dict]:
     """:func:`.tasks.eval_passkey` for every seed of the stack (one dict per seed), each
     seed's questions drawn as there from its own seed."""
     from .tasks import passkey_batch
@@ -582,7 +587,8 @@ def eval_passkey(stack: Stack, totals: Sequence[int], depths: Sequence[float], *
             rngs = [np.random.default_rng(20_000 + 1000 * s + 10 * total + j)
                     for s in stack.seeds]
             got = task_scores(stack, [lambda b, r=r: passkey_batch(b, total, depth, r)
-                                      for r in rngs], n, use_vmap=use_vmap)
+                                      for r in rngs], n, use_vmap=use_vmap,
+                              tokens=tokens)
             for o, g in zip(out, got):
                 o[total][str(depth)] = g
     return out
