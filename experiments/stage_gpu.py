@@ -254,14 +254,8 @@ class GpuPlan:
         fails at some length (another attention kernel may serve long inputs), again with
         the per-seed loop."""
         kw = dict(bucket=self.config["lm"]["bucket"], far=far, bf16=self.bf16)
-        if self.vmap_for(enc):
-            try:
-                return self.S.eval_lm(stack, split, chunks, lengths, use_vmap=True, **kw)
-            except (RuntimeError, ValueError) as e:
-                self.log(f"  {enc}: evaluation under vmap failed ({str(e)[:300]}); looping")
-                if torch.cuda.is_available():
-                    torch.cuda.empty_cache()
-        return self.S.eval_lm(stack, split, chunks, lengths, use_vmap=False, **kw)
+        return self._read(enc, "evaluation", lambda v: self.S.eval_lm(
+            stack, split, chunks, lengths, use_vmap=v, **kw))
 
     def scaling_arms(self) -> list[tuple[str, str]]:
         types = self.config["scaling"]["types"]
@@ -495,9 +489,8 @@ class GpuPlan:
         if not self._fits(group, tc["steps"] * self.step_time[key] + self.eval_time + 1.0):
             return
 
-        def valid(model):
-            rng = np.random.default_rng(99_999)
-            return K.score(model, lambda b: maker(b, rng), tc["n_valid"])["symbol"]
+        def learned(sub) -> list[bool]:  # every seed still training, read at once
+            return [a >= tc["target"] for a in self.task_valid(enc, sub, maker, tc)]
 
         stack = self.S.build(cfg, seeds, self.device)
         t0 = time.perf_counter()
@@ -506,8 +499,7 @@ class GpuPlan:
             got = self.S.train_task(stack, maker, steps=tc["steps"], batch=tc["batch"], lr=lr,
                                     bf16=self.bf16, deadline=self.budget.deadline(),
                                     use_vmap=self.vmap_for(enc, length),
-                                    stop=lambda m: valid(m) >= tc["target"],
-                                    check_every=tc["check_every"])
+                                    stop_all=learned, check_every=tc["check_every"])
         except TimeoutError as e:
             self.skipped.append(group)
             self.log(f"  {group}: stopped, {e}")
@@ -536,32 +528,42 @@ class GpuPlan:
             str(g["steps"]) for g in got) + "; learned " + ", ".join(
             str(g["done"]) for g in got))
 
+    def _read(self, enc: str, what: str, fn):
+        """``fn(use_vmap)`` for a stack of ``enc`` read without gradients: under vmap
+        where the training check passed, looping if vmap fails here (as :meth:`evaluate`
+        does); ``what`` names it in the log."""
+        if self.vmap_for(enc):
+            try:
+                return fn(True)
+            except (RuntimeError, ValueError) as e:
+                self.log(f"  {enc}: {what} under vmap failed ({str(e)[:300]}); looping")
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+        return fn(False)
+
+    def task_valid(self, enc: str, stack, maker, tc: dict) -> list[float]:
+        """Every seed's in-distribution accuracy, the stopping rule's: the same
+        ``n_valid`` questions for every seed and check (a generator seeded 99,999), read
+        by all seeds at once (:func:`~posenc.analysis.experiments.stacked.task_scores`)."""
+        def run(use_vmap: bool):
+            makers = [lambda b, r=np.random.default_rng(99_999): maker(b, r)
+                      for _ in stack.seeds]
+            return [v["symbol"] for v in self.S.task_scores(stack, makers, tc["n_valid"],
+                                                            use_vmap=use_vmap)]
+        return self._read(enc, "the task check", run)
+
     def task_tests(self, name: str, enc: str, stack, maker) -> tuple[list, list]:
-        """Every seed's in-distribution accuracy (the stopping rule's questions) and
-        tests (copy also free-running), read by all seeds at once
-        (:func:`~posenc.analysis.experiments.stacked.task_scores`): under vmap where the
-        training check passed, looping if vmap fails here, as :meth:`evaluate` does."""
+        """Every seed's in-distribution accuracy (:meth:`task_valid`) and tests (copy
+        also free-running), read by all seeds at once."""
         tc = self.config[name]
 
         def run(use_vmap: bool):
-            valid = self.S.task_scores(
-                stack, [lambda b, r=np.random.default_rng(99_999): maker(b, r)
-                        for _ in stack.seeds], tc["n_valid"], use_vmap=use_vmap)
-            test = (self.S.eval_copy(stack, tc["eval_m"], n=tc["n_eval"], free=True,
+            return (self.S.eval_copy(stack, tc["eval_m"], n=tc["n_eval"], free=True,
                                      use_vmap=use_vmap) if name == "copy" else
                     self.S.eval_passkey(stack, tc["eval_totals"], tc["depths"],
                                         n=tc["n_eval"], use_vmap=use_vmap))
-            return [v["symbol"] for v in valid], test
-
-        if self.vmap_for(enc):
-            try:
-                return run(True)
-            except (RuntimeError, ValueError) as e:
-                self.log(f"  {enc}: the task tests under vmap failed ({str(e)[:300]}); "
-                         "looping")
-                if torch.cuda.is_available():
-                    torch.cuda.empty_cache()
-        return run(False)
+        return (self.task_valid(enc, stack, maker, tc),
+                self._read(enc, "the task tests", run))
 
     def _stack(self, enc: str, length: int, seeds, steps: int, stack):
         """``stack`` if it is at hand, else the group trained again (within the budget)."""
@@ -593,17 +595,9 @@ class GpuPlan:
         :mod:`~posenc.analysis.experiments.probe`); under vmap as :meth:`evaluate` is."""
         pr = self.config["finetune"]["probe"]
         lengths = [n for n in self.lengths if n >= P.MIN_LENGTH]
-        kw = dict(n=pr["n"], seed=pr["seed"])
-        if self.vmap_for(enc):
-            try:
-                return self.S.passkey_scores(stack, self.corpus.test, lengths, pr["depths"],
-                                             use_vmap=True, **kw)
-            except (RuntimeError, ValueError) as e:
-                self.log(f"  {enc}: the probe under vmap failed ({str(e)[:300]}); looping")
-                if torch.cuda.is_available():
-                    torch.cuda.empty_cache()
-        return self.S.passkey_scores(stack, self.corpus.test, lengths, pr["depths"],
-                                     use_vmap=False, **kw)
+        return self._read(enc, "the probe", lambda v: self.S.passkey_scores(
+            stack, self.corpus.test, lengths, pr["depths"], use_vmap=v, n=pr["n"],
+            seed=pr["seed"]))
 
     def finetune_arm(self, arm: str, seeds, steps: int, rope_stack):
         """One fine-tuning arm on the RoPE models (a copy of them, seeds stacked): the arm's

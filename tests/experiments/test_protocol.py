@@ -448,8 +448,30 @@ def test_stacked_task_training_matches_single_runs_and_stops_per_seed(use_vmap):
         torch.testing.assert_close(got[i]["model"](seq), ref.model(seq), rtol=1e-4,
                                    atol=1e-5)
         torch.testing.assert_close(stack.model(i)(seq), got[i]["model"](seq))
+    # the same answers given for the seeds still training at once (stop_all): the same
+    # seeds leave at the same steps with the same weights
+    answers = iter([[False, True, False], [True, False], [False], [False]])
+    asked_all = []
+
+    def stop_all(sub):
+        asked_all.append((sub.seeds, sub.template.training))
+        return next(answers)
+
+    again = S.build(cfg, [3, 5, 7], "cpu")
+    got_all = S.train_task(again, maker, steps=8, batch=4, lr=1e-3, log_every=1,
+                           stop_all=stop_all, check_every=2, use_vmap=use_vmap)
+    assert asked_all == [((3, 5, 7), False), ((3, 7), False), ((7,), False), ((7,), False)]
+    assert [g["steps"] for g in got_all] == [4, 2, 8]
+    for i in range(3):
+        torch.testing.assert_close(got_all[i]["model"](seq), got[i]["model"](seq))
+        torch.testing.assert_close(again.model(i)(seq), stack.model(i)(seq))
     with pytest.raises(ValueError, match="check_every must be an integer >= 1"):
         S.train_task(stack, maker, steps=2, batch=4, lr=1e-3, check_every=0)
+    with pytest.raises(ValueError, match="stop and stop_all are alternatives"):
+        S.train_task(stack, maker, steps=2, batch=4, lr=1e-3, stop=stop, stop_all=stop_all)
+    with pytest.raises(ValueError, match="stop_all must answer for each of the 3 seeds"):
+        S.train_task(S.build(cfg, [3, 5, 7], "cpu"), maker, steps=2, batch=4, lr=1e-3,
+                     stop_all=lambda sub: [True], check_every=2)
 
 
 @pytest.mark.parametrize("use_vmap", [True, False])
@@ -1062,7 +1084,23 @@ def test_gpu_plan_evaluation_falls_back_to_the_loop(corpus, monkeypatch):
     monkeypatch.setattr(S, "eval_lm", no_vmap_at_long_inputs)
     got = plan.evaluate("alibi", stack, corpus.test, plan.chunks, [64], None)
     assert [g[64]["target"] for g in got] == [w[64]["target"] for w in want]
-    assert any("looping" in line for line in logs) and plan.vmap_ok["alibi"]
+    assert any("evaluation under vmap failed" in line for line in logs)
+    assert plan.vmap_ok["alibi"]
+    # the task checks too: the same accuracies as each seed's own tasks.score
+    tc = plan.config["copy"]
+    maker = K.copy_maker(tuple(tc["m"]))
+    real_scores = S.task_scores
+
+    def no_vmap_scores(*args, use_vmap=True, **kw):
+        if use_vmap:
+            raise RuntimeError("no batching rule here")
+        return real_scores(*args, use_vmap=use_vmap, **kw)
+
+    monkeypatch.setattr(S, "task_scores", no_vmap_scores)
+    accs = plan.task_valid("alibi", stack, maker, tc)
+    assert accs == [K.score(stack.model(i), lambda b, r=np.random.default_rng(99_999):
+                            maker(b, r), tc["n_valid"])["symbol"] for i in range(2)]
+    assert any("the task check under vmap failed" in line for line in logs)
 
 
 def test_the_references_rate_check_extends_its_grid_and_retrains_at_a_better_rate(

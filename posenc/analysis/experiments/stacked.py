@@ -316,7 +316,8 @@ def _keep_members(params: dict, opt, sched, keep: list[int], lr: float, steps: i
 
 def train_task(stack: Stack, make_batch, *, steps: int, batch: int, lr: float,
                bf16: bool = False, log_every: int = 10, deadline: float | None = None,
-               use_vmap: bool = True, stop=None, check_every: int = 100) -> list[dict]:
+               use_vmap: bool = True, stop=None, check_every: int = 100,
+               stop_all=None) -> list[dict]:
     """Train every seed of ``stack`` on a synthetic task, as
     :func:`.tasks.train_task` trains one: ``make_batch(batch, rng)`` gives ``(tokens,
     scored)`` from each seed's own generator (seeded with the seed), the loss is on the
@@ -328,6 +329,10 @@ def train_task(stack: Stack, make_batch, *, steps: int, batch: int, lr: float,
     leaves the stack, which trains on with the others (each seed's weights, moments, clip
     norm and batches are its own, so leaving changes none of theirs) until every seed is
     done or ``steps`` is reached.  ``stack.losses`` has ``None`` for a seed after it left.
+    ``stop_all(sub)``, given instead, answers for every seed still training at once:
+    ``sub`` is the :class:`Stack` of those seeds, in order, in eval mode, and it returns
+    one truth value per seed (so the seeds' checks can be read together, as
+    :func:`task_scores` reads them).
     Returns, per seed, ``{"steps": the steps it took, "done": whether ``stop`` said so,
     "model": its model}``.
     """
@@ -337,6 +342,8 @@ def train_task(stack: Stack, make_batch, *, steps: int, batch: int, lr: float,
         raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
     if not (isinstance(check_every, int) and check_every >= 1):
         raise ValueError(f"check_every must be an integer >= 1, got {check_every!r}")
+    if stop is not None and stop_all is not None:
+        raise ValueError("stop and stop_all are alternatives: give one")
     template = stack.template
     dev = next(iter(stack.params.values())).device
     rngs = [np.random.default_rng(s) for s in stack.seeds]
@@ -367,11 +374,17 @@ def train_task(stack: Stack, make_batch, *, steps: int, batch: int, lr: float,
             for j, v in zip(active, per_seed.detach().cpu().tolist()):
                 row[j] = float(v)
             stack.losses.append((step, row))
-        if stop is not None and (step + 1) % check_every == 0:
+        if (stop is not None or stop_all is not None) and (step + 1) % check_every == 0:
+            if stop_all is not None:
+                template.eval()
+                flags = [bool(f) for f in stop_all(sub)]
+                if len(flags) != sub.n:
+                    raise ValueError(f"stop_all must answer for each of the {sub.n} seeds "
+                                     f"training, got {len(flags)} answers")
             left = []
             for j, i in enumerate(active):
-                model = sub.model(j)
-                if stop(model):
+                model = sub.model(j) if stop_all is None or flags[j] else None
+                if (stop(model) if stop_all is None else flags[j]):
                     out[i] = {"steps": step + 1, "done": True, "model": model}
                     _write_back(stack, sub, {i: j})
                 else:
