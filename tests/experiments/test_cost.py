@@ -39,12 +39,29 @@ def test_the_formula_is_what_torch_counts(enc):
     assert full - causal == 3 * 4 * 32 * 3 * (40 * 39 // 2)
 
 
+def test_a_cached_token_costs_what_torch_counts():
+    from posenc.analysis.experiments import stacked as S
+
+    stack = S.build(ModelConfig("rope", train_length=64, **SMALL), [0, 1])
+    step = S._cached_step(stack, use_vmap=False)
+    with torch.no_grad():
+        _, keys, values = step(stack.params, torch.randint(0, 256, (2, 3, 20)), [], [], 0)
+        stack.params = {k: v.to("meta") for k, v in stack.params.items()}
+        keys, values = [k.to("meta") for k in keys], [v.to("meta") for v in values]
+        stack.template.to("meta")
+        nxt = torch.randint(0, 256, (2, 3, 1)).to("meta")
+        counted = _counted(lambda: step(stack.params, nxt, keys, values, 20))
+    assert counted == 2 * cost.decode_flops(SMALL, 21, 3)
+
+
 def test_bad_arguments_are_refused():
     for bad in (0, -3, 2.5, True):
         with pytest.raises(ValueError, match="t must be an integer >= 1"):
             cost.pairs(bad)
     with pytest.raises(ValueError, match="steps must be an integer >= 1"):
         cost.gpu_work(_gpu_config(), 0)
+    with pytest.raises(ValueError, match="keys must be an integer >= 1"):
+        cost.decode_flops(SMALL, 0)
     with pytest.raises(ValueError, match="key must end in -s<seed>"):
         cost.group_of("lm-rope-L512")
     assert cost.PROBE_MIN_LENGTH == MIN_LENGTH

@@ -504,6 +504,36 @@ def test_stacked_passkey_probe_is_each_seeds_probe(corpus, monkeypatch, use_vmap
         assert (got[0][128] is None) == (enc == "learned")
 
 
+@pytest.mark.parametrize("enc", ENCODINGS)
+def test_cached_decoding_reads_what_the_whole_sequence_reads(enc):
+    """stacked._Cached, reading tokens after cached keys and values (the first ten, then
+    seven at a time, then one), gives every seed the logits its model gives the whole
+    sequence, under vmap and looping; RoPE with a scaling rule too."""
+    cfg = ModelConfig(enc, d_model=32, n_heads=2, n_layers=2, train_length=40,
+                      embed_scale=2.0)
+    stack = S.build(cfg, [0, 1, 2], "cpu")
+    with torch.no_grad():  # far from the initial weights, different for every seed
+        gen = torch.Generator().manual_seed(1)
+        for v in stack.params.values():
+            v.add_(0.2 * torch.randn(v.shape, generator=gen))
+    if enc == "rope":
+        S.set_rope(stack, {"rope_type": "yarn", "factor": 2.0,
+                           "original_max_position_embeddings": 20})
+    x = torch.randint(0, 256, (3, 4, 31), generator=torch.Generator().manual_seed(2))
+    for use_vmap in (True, False):
+        full = S._per_seed(lambda p, w: S._forward(stack.template, p, w), 3, True,
+                           use_vmap)(stack.params, x)
+        step = S._cached_step(stack, use_vmap)
+        with torch.no_grad():
+            logits, keys, values = step(stack.params, x[:, :, :10], [], [], 0)
+            parts = [logits]
+            for t, u in ((10, 17), (17, 24), (24, 30), (30, 31)):
+                logits, keys, values = step(stack.params, x[:, :, t:u], keys, values, t)
+                parts.append(logits)
+        torch.testing.assert_close(torch.cat(parts, dim=2), full, rtol=1e-4, atol=1e-5)
+        assert keys[0].shape == (3, 4, 2, 31, 16)
+
+
 @pytest.mark.parametrize("use_vmap,tokens", [(True, 2**17), (False, 2**17), (True, 60)])
 def test_stacked_task_tests_are_each_seeds_tests(monkeypatch, use_vmap, tokens):
     """stacked.eval_copy (free-running too) and stacked.eval_passkey give each seed what
@@ -518,6 +548,11 @@ def test_stacked_task_tests_are_each_seeds_tests(monkeypatch, use_vmap, tokens):
                    for i, s in enumerate(stack.seeds)]
     assert len({g[2]["symbol"] for g in got}) > 1
     assert len({g[4]["free"]["symbol"] for g in got}) > 1
+    # written with the cache (the default) and by reading every sequence again: the same
+    rngs = [np.random.default_rng(s) for s in stack.seeds]
+    again = [np.random.default_rng(s) for s in stack.seeds]
+    assert S.generate_copy(stack, 6, 20, rngs, use_vmap=use_vmap) == S.generate_copy(
+        stack, 6, 20, again, use_vmap=use_vmap, cache=False)
     drawn = []
     real = K.passkey_batch
 

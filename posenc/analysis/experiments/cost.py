@@ -64,6 +64,16 @@ def forward_flops(model: dict, length: int, sequences: int = 1, *,
     return sequences * per
 
 
+def decode_flops(model: dict, keys: int, sequences: int = 1) -> int:
+    """Operations of one token read after cached keys and values, ``keys`` of them with
+    its own (greedy decoding with a cache): the token's products, and its scores and
+    reads over ``keys`` keys."""
+    if not isinstance(keys, int) or isinstance(keys, bool) or keys < 1:
+        raise ValueError(f"keys must be an integer >= 1, got {keys!r}")
+    d, layers = int(model["d_model"]), int(model["n_layers"])
+    return sequences * (2 * matmul_parameters(model) + 4 * d * layers * keys)
+
+
 def train_flops(model: dict, length: int, sequences: int = 1, *,
                 causal: bool = True) -> int:
     """Operations of one training step (forward and backward) over ``sequences`` inputs
@@ -148,8 +158,10 @@ def gpu_work(config: dict, steps: int) -> dict[str, dict]:
                     if not _readable(enc, length, [2 * k + 1]):
                         continue
                     ev += forward_flops(m, 2 * k + 1, tc["n_eval"])  # teacher-forced
-                    # free-running: k passes, over k + 2, ..., 2k + 1 tokens
-                    ev += sum(forward_flops(m, k + 2 + j, tc["n_eval"]) for j in range(k))
+                    # free-running, with a cache: the k + 2 tokens given, then each
+                    # written token but the last read after those before it
+                    ev += forward_flops(m, k + 2, tc["n_eval"]) + sum(
+                        decode_flops(m, n, tc["n_eval"]) for n in range(k + 3, 2 * k + 2))
             else:
                 ev += sum(forward_flops(m, t - 1, tc["n_eval"] * len(tc["depths"]))
                           for t in readable if _readable(enc, length, [t - 1]))

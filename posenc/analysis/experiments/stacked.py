@@ -525,19 +525,106 @@ def task_scores(stack: Stack, makers: Sequence, n: int, *, batch: int = 32,
             for i in range(stack.n)]
 
 
+class _Cached(torch.nn.Module):
+    """A :class:`~.models.TinyDecoder` (``m``, its weights swapped in by
+    :func:`torch.func.functional_call`) reading tokens after cached keys and values:
+    ``forward(tokens, keys, values, offset)`` for ``tokens`` at positions ``offset,
+    offset + 1, ...`` and per-block caches of the ``offset`` tokens before them (empty
+    when ``offset`` is 0) returns the logits and the caches grown by these tokens.  The
+    same computation as the decoder's own forward over the whole sequence, so greedy
+    decoding with it writes what re-reading the sequence every token would write (a
+    test compares the logits), at a cost that grows with the length, not its square."""
+
+    def __init__(self, template: TinyDecoder):
+        super().__init__()
+        self.m = template
+
+    def forward(self, tokens, keys, values, offset: int):
+        m = self.m
+        position = cast(torch.nn.Module, m.position)
+        b, t = tokens.shape
+        x = m.embed(tokens)
+        if m.cfg.embed_scale != 1.0:
+            x = x * m.cfg.embed_scale
+        if m.cfg.encoding == "learned":
+            x = position(x, offset=offset)
+        elif m.cfg.encoding == "sinusoidal":
+            # the table's rows offset .. offset + t - 1 (the module adds rows from 0)
+            x = x + position(x.new_zeros(1, offset + t, x.shape[-1]))[:, offset:]
+        n = offset + t  # keys after these tokens
+        bias = None
+        if m.alibi is not None:
+            bias = m.alibi(t, n, offset, device=x.device)[0]
+        elif m.t5 is not None:
+            bias = m.t5(t, n, offset)[0]
+            if t > 1:
+                later = torch.ones(t, n, dtype=torch.bool, device=x.device).triu(offset + 1)
+                bias = bias.masked_fill(later, float("-inf"))
+        positions = torch.arange(offset, n, device=x.device)
+        new_keys, new_values = [], []
+        for i, blk in enumerate(m.blocks):
+            block = cast(Block, blk)
+            h = block.ln1(x)
+            q, k, v = block.qkv(h).view(b, t, 3, block.n_heads, -1).permute(2, 0, 3, 1, 4)
+            if m.rope is not None:
+                q, k = m.rope(q, k, positions=positions)
+            if offset:
+                k, v = torch.cat([keys[i], k], dim=2), torch.cat([values[i], v], dim=2)
+            new_keys.append(k)
+            new_values.append(v)
+            if bias is not None:
+                a = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype))
+            elif t > 1 and offset:  # query i sees the cache and the new tokens up to i
+                seen = torch.ones(t, n, dtype=torch.bool, device=x.device).tril(offset)
+                a = F.scaled_dot_product_attention(q, k, v, attn_mask=seen)
+            else:  # the first tokens, causal; or one token, which sees every key
+                a = F.scaled_dot_product_attention(q, k, v, is_causal=t > 1)
+            x = x + block.out(a.transpose(1, 2).reshape(b, t, -1))
+            x = x + block.mlp(block.ln2(x))
+        return m.ln_f(x) @ m.embed.weight.T, new_keys, new_values
+
+
+def _cached_step(stack: Stack, use_vmap: bool):
+    """``step(params, tokens, keys, values, offset)`` for every seed (:class:`_Cached`)."""
+    wrapper = _Cached(stack.template)
+
+    def one(params, tokens, keys, values, offset):
+        return torch.func.functional_call(
+            wrapper, {f"m.{k}": v for k, v in params.items()}, (tokens, keys, values, offset))
+
+    if use_vmap:
+        def step(params, tokens, keys, values, offset):
+            return torch.func.vmap(lambda p, x, ks, vs: one(p, x, ks, vs, offset))(
+                params, tokens, keys, values)
+        return step
+
+    def loop(params, tokens, keys, values, offset):
+        outs = [one({k: v[i] for k, v in params.items()}, tokens[i],
+                    [c[i] for c in keys], [c[i] for c in values], offset)
+                for i in range(stack.n)]
+        return (torch.stack([o[0] for o in outs]),
+                [torch.stack([o[1][j] for o in outs]) for j in range(len(outs[0][1]))],
+                [torch.stack([o[2][j] for o in outs]) for j in range(len(outs[0][2]))])
+    return loop
+
+
 @torch.no_grad()
 def generate_copy(stack: Stack, m: int, n: int, rngs: Sequence, *, batch: int = 32,
-                  use_vmap: bool = True, tokens: int = 2**17) -> list[dict]:
+                  use_vmap: bool = True, tokens: int = 2**17,
+                  cache: bool = True) -> list[dict]:
     """:func:`.tasks.generate_copy` for every seed (one dict per seed): seed ``i``'s
     strings from ``rngs[i]`` (drawn ``batch`` at a time, as there), every seed writing
     its own continuations, token by token, in one call per token for as many strings as
-    keep each seed's input within ``tokens``."""
+    keep each seed's input within ``tokens``.  With ``cache`` each token reads the keys
+    and values cached for the ones before it (:class:`_Cached`); without, the whole
+    sequence is read again for every token."""
     from .tasks import copy_batch
 
     template = stack.template
     template.eval()
     dev = next(iter(stack.params.values())).device
     fn = _per_seed(lambda p, x: _forward(template, p, x), stack.n, True, use_vmap)
+    step = _cached_step(stack, use_vmap)
     # the strings drawn in batches of ``batch``, as there, and written together
     seq = torch.stack([torch.cat([copy_batch(min(batch, n - start), m, r)[0]
                                   for start in range(0, n, batch)]) for r in rngs])
@@ -546,9 +633,18 @@ def generate_copy(stack: Stack, m: int, n: int, rngs: Sequence, *, batch: int = 
     for i in range(0, n, rows):
         x = seq[:, i:i + rows].to(dev)
         out = x[:, :, :m + 2]
-        for _ in range(m):
-            nxt = fn(stack.params, out)[:, :, -1].argmax(-1, keepdim=True)
-            out = torch.cat([out, nxt], dim=2)
+        if cache:
+            logits, keys, values = step(stack.params, out, [], [], 0)
+            for j in range(m):
+                nxt = logits[:, :, -1].argmax(-1, keepdim=True)
+                out = torch.cat([out, nxt], dim=2)
+                if j < m - 1:
+                    logits, keys, values = step(stack.params, nxt, keys, values,
+                                                out.shape[2] - 1)
+        else:  # the whole sequence read again for every token, as tasks.generate_copy
+            for _ in range(m):
+                nxt = fn(stack.params, out)[:, :, -1].argmax(-1, keepdim=True)
+                out = torch.cat([out, nxt], dim=2)
         hit = (out[:, :, m + 2:] == x[:, :, 1:m + 1]).cpu()
         right, exact = right + hit.sum((1, 2)), exact + hit.all(2).sum(1)
     return [{"symbol": int(right[i]) / (n * m), "exact": int(exact[i]) / n}
