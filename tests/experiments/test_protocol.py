@@ -1109,14 +1109,15 @@ def test_gpu_plan_evaluation_falls_back_to_the_loop(corpus, monkeypatch):
                    device="cpu", budget=U.Budget(None), steps=2, log=logs.append)
     stack = S.build(plan.cfg("alibi"), [0, 1])
     want = S.eval_lm(stack, corpus.test, plan.chunks, [64], bucket=32, use_vmap=False)
-    real = S.eval_lm
 
-    def no_vmap_at_long_inputs(*args, use_vmap=True, **kw):
-        if use_vmap:
-            raise RuntimeError("no kernel for this mask under vmap")
-        return real(*args, use_vmap=use_vmap, **kw)
+    def refusing_vmap(real, why):
+        def fn(*args, use_vmap=True, **kw):
+            if use_vmap:
+                raise RuntimeError(why)
+            return real(*args, use_vmap=use_vmap, **kw)
+        return fn
 
-    monkeypatch.setattr(S, "eval_lm", no_vmap_at_long_inputs)
+    monkeypatch.setattr(S, "eval_lm", refusing_vmap(S.eval_lm, "no kernel for this mask"))
     got = plan.evaluate("alibi", stack, corpus.test, plan.chunks, [64], None)
     assert [g[64]["target"] for g in got] == [w[64]["target"] for w in want]
     assert any("evaluation under vmap failed" in line for line in logs)
@@ -1124,14 +1125,7 @@ def test_gpu_plan_evaluation_falls_back_to_the_loop(corpus, monkeypatch):
     # the task checks too: the same accuracies as each seed's own tasks.score
     tc = plan.config["copy"]
     maker = K.copy_maker(tuple(tc["m"]))
-    real_scores = S.task_scores
-
-    def no_vmap_scores(*args, use_vmap=True, **kw):
-        if use_vmap:
-            raise RuntimeError("no batching rule here")
-        return real_scores(*args, use_vmap=use_vmap, **kw)
-
-    monkeypatch.setattr(S, "task_scores", no_vmap_scores)
+    monkeypatch.setattr(S, "task_scores", refusing_vmap(S.task_scores, "no batching rule"))
     accs = plan.task_valid("alibi", stack, maker, tc)
     assert accs == [K.score(stack.model(i), lambda b, r=np.random.default_rng(99_999):
                             maker(b, r), tc["n_valid"])["symbol"] for i in range(2)]
