@@ -104,6 +104,7 @@ class GpuPlan:
         self.vmap_ok: dict[str, bool] = {}
         self.attention_ok: dict[tuple[str, str], bool] = {}
         self.attention: dict[tuple[str, int], str] = {}  # (encoding, length): the way chosen
+        self.read_loops: set[tuple[str, str]] = set()  # (encoding, what): vmap failed there
         self.keys: list[tuple[str, dict]] = []  # every unit of the plan, in order
         self.skipped: list[str] = []
         self.errors: list[dict] = []
@@ -530,12 +531,13 @@ class GpuPlan:
 
     def _read(self, enc: str, what: str, fn):
         """``fn(use_vmap)`` for a stack of ``enc`` read without gradients: under vmap
-        where the training check passed, looping if vmap fails here (as :meth:`evaluate`
-        does); ``what`` names it in the log."""
-        if self.vmap_for(enc):
+        where the training check passed, looping if vmap fails here (and, for this
+        encoding and ``what``, from then on); ``what`` names it in the log."""
+        if self.vmap_for(enc) and (enc, what) not in self.read_loops:
             try:
                 return fn(True)
             except (RuntimeError, ValueError) as e:
+                self.read_loops.add((enc, what))
                 self.log(f"  {enc}: {what} under vmap failed ({str(e)[:300]}); looping")
                 if torch.cuda.is_available():
                     torch.cuda.empty_cache()

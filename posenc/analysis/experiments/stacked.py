@@ -495,7 +495,7 @@ def passkey_scores(stack: Stack, split: Split, lengths: Sequence[int],
 
 @torch.no_grad()
 def task_scores(stack: Stack, makers: Sequence, n: int, *, batch: int = 32,
-                use_vmap: bool = True, tokens: int = 2**17) -> list[dict]:
+                use_vmap: bool = True, tokens: int = 2**15) -> list[dict]:
     """:func:`.tasks.score` for every seed of the stack (one dict per seed):
     ``makers[i](size)`` gives seed ``i``'s sequences and scored masks (from its own
     generator, in the order and batches :func:`.tasks.score` draws them), and every seed
@@ -610,14 +610,16 @@ def _cached_step(stack: Stack, use_vmap: bool):
 
 @torch.no_grad()
 def generate_copy(stack: Stack, m: int, n: int, rngs: Sequence, *, batch: int = 32,
-                  use_vmap: bool = True, tokens: int = 2**17,
+                  use_vmap: bool = True, tokens: int = 2**15,
                   cache: bool = True) -> list[dict]:
     """:func:`.tasks.generate_copy` for every seed (one dict per seed): seed ``i``'s
     strings from ``rngs[i]`` (drawn ``batch`` at a time, as there), every seed writing
     its own continuations, token by token, in one call per token for as many strings as
     keep each seed's input within ``tokens``.  With ``cache`` each token reads the keys
     and values cached for the ones before it (:class:`_Cached`); without, the whole
-    sequence is read again for every token."""
+    sequence is read again for every token.  The cache holds ``2 · n_layers · d_model``
+    floats a token, so ``tokens`` bounds it too: about 0.5 GB a seed for the GPU tier's
+    model at the default, and several processes share the device."""
     from .tasks import copy_batch
 
     template = stack.template
@@ -652,7 +654,7 @@ def generate_copy(stack: Stack, m: int, n: int, rngs: Sequence, *, batch: int = 
 
 
 def eval_copy(stack: Stack, ms: Sequence[int], *, n: int, free: bool = False,
-              use_vmap: bool = True, tokens: int = 2**17) -> list[dict]:
+              use_vmap: bool = True, tokens: int = 2**15) -> list[dict]:
     """:func:`.tasks.eval_copy` for every seed of the stack (one dict per seed), each
     seed's strings drawn as there from its own seed."""
     from .tasks import copy_batch
@@ -679,7 +681,7 @@ def eval_copy(stack: Stack, ms: Sequence[int], *, n: int, free: bool = False,
 
 
 def eval_passkey(stack: Stack, totals: Sequence[int], depths: Sequence[float], *, n: int,
-                 use_vmap: bool = True, tokens: int = 2**17) -> list[dict]:
+                 use_vmap: bool = True, tokens: int = 2**15) -> list[dict]:
     """:func:`.tasks.eval_passkey` for every seed of the stack (one dict per seed), each
     seed's questions drawn as there from its own seed."""
     from .tasks import passkey_batch
