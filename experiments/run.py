@@ -668,7 +668,7 @@ def print_cost(config: dict, steps: int | None, budget: float | None) -> None:
 
     steps = steps or int(config["plan"]["max_steps"])
     parts = cost.gpu_protocol(config, steps)
-    seeds = len(config["plan"]["first_seeds"]) + len(config["plan"]["more_seeds"])
+    seeds = cost.plan_seeds(config)
     print(f"the gpu plan at {steps} steps, {seeds} seeds a group, tasks at their cap:")
     for part, flops in sorted(parts.items(), key=lambda kv: -kv[1]):
         print(f"  {part:<16} {flops / 1e15:10.2f} PFLOP")

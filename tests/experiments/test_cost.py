@@ -109,6 +109,7 @@ def test_the_protocol_and_what_a_results_file_did():
                           "fine-tuning", "tasks", "total"}
     assert parts["total"] == sum(v for k, v in parts.items() if k != "total")
     seeds = len(cfg["plan"]["first_seeds"]) + len(cfg["plan"]["more_seeds"])
+    assert cost.plan_seeds(cfg) == seeds
     work = cost.gpu_work(cfg, cfg["plan"]["max_steps"])
     assert parts["total"] == seeds * sum(w["train"] + w["eval"] for w in work.values())
     # a results file's units, each its group's cost at the steps the file trained for

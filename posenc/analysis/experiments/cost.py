@@ -171,14 +171,18 @@ def gpu_work(config: dict, steps: int) -> dict[str, dict]:
     return out
 
 
+def plan_seeds(config: dict) -> int:
+    """The seeds of every group of the whole plan: ``first_seeds`` and ``more_seeds``."""
+    return len(config["plan"]["first_seeds"]) + len(config["plan"]["more_seeds"])
+
+
 def gpu_protocol(config: dict, steps: int | None = None) -> dict[str, int]:
     """The whole GPU protocol's operations by part (``"language models"``,
     ``"scaling"``, ``"probes"``, ``"references"``, ``"fine-tuning"``, ``"tasks"``) and in
     all (``"total"``), every seed of ``first_seeds`` and ``more_seeds``, at ``steps``
     (default: the plan's ``max_steps``, what the protocol asks for)."""
-    plan = config["plan"]
-    steps = int(plan["max_steps"]) if steps is None else steps
-    n_seeds = len(plan["first_seeds"]) + len(plan["more_seeds"])
+    steps = int(config["plan"]["max_steps"]) if steps is None else steps
+    n_seeds = plan_seeds(config)
     out: dict[str, int] = {}
     for w in gpu_work(config, steps).values():
         out[w["part"]] = out.get(w["part"], 0) + n_seeds * (w["train"] + w["eval"])
@@ -223,5 +227,4 @@ def gpu_compute(results: dict, budget_s: float = 540.0) -> dict:
     return {"parts": parts, "done": done, "seconds": seconds, "rate": rate,
             "whole_seconds": parts["total"] / rate, "needed": parts["total"] / budget_s,
             "steps": int(results["config"]["plan"]["max_steps"]),
-            "seeds": len(results["config"]["plan"]["first_seeds"])
-            + len(results["config"]["plan"]["more_seeds"])}
+            "seeds": plan_seeds(results["config"])}
