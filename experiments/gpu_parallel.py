@@ -5,9 +5,9 @@ the first call each encoding's three stacked seeds took 60-90 ms a step, one gro
 another (the device's use was not recorded then), and vmap (one launch for all seeds) did
 not agree with the per-seed loop for five of the six encodings there (NaN gradients from
 the fused causal kernel, a float bias refused beside bfloat16 queries; vmapped training
-now writes the attention out,
-:func:`posenc.analysis.experiments.stacked._attend`, and each process checks agreement
-again).  So the plan's groups run in ``N`` processes at once, each launching its own
+now calls the fused kernel on plain tensors, the seeds joined to the batch,
+:class:`posenc.analysis.experiments.stacked._SeedsAttention`, or else writes the attention
+out, and each process checks agreement again).  So the plan's groups run in ``N`` processes at once, each launching its own
 kernels, and the device interleaves them: in the call of 2026-11-29 it was busy 95 % of
 the time with eight (``experiments/gpu-calls``).
 
@@ -86,7 +86,7 @@ def _save(stack, path: Path) -> None:
 def _load(plan, enc: str, seeds, path: Path):
     import torch
 
-    stack = plan.S.build(plan.cfg(enc), seeds, plan.device)
+    stack = plan.build(enc, seeds)
     saved = torch.load(path, map_location=plan.device)
     with torch.no_grad():
         for k, v in stack.params.items():

@@ -202,9 +202,13 @@ GPU = {
         "ft_steps": 500, "ft_lr": 5e-4,
         "bf16": True,
         "vmap_off": [],                # encodings that loop over seeds (vmap is also checked)
-        # vmapped training writes the attention scores out (stacked._attend): at most this
-        # length (five seeds at 512, batch 32, 8 heads: 1.3 GB of float32 probabilities
-        # per layer kept for backward, 9.4 GB for the 7 layers of each process)
+        # how vmapped training attends, tried in this order on the device until one agrees
+        # with the per-seed loop (stacked.VMAP_ATTENTION): the fused kernel once for all
+        # seeds, memory linear in the length; or the attention written out
+        # (stacked._attend), which keeps every score, so it serves at most this length
+        # (five seeds at 512, batch 32, 8 heads: 1.3 GB of float32 probabilities per layer
+        # kept for backward, 9.4 GB for the 7 layers of each process)
+        "vmap_attention": ["fused", "written"],
         "vmap_max_length": 512,
         # ALiBi and T5 looping over seeds: the ways to attend, each checked against the
         # model's own and timed on the device, the fastest kept (stacked.BIAS_ATTENTION)
@@ -247,8 +251,9 @@ GPUQUICK = {
                              "alibi": 1.0, "t5": 1.0},
              "max_steps": 8, "min_steps": 2, "first_share": 0.5,
              "references": [["rope", 64], ["alibi", 128]], "ft_steps": 2, "ft_lr": 1e-3,
-             "bf16": False,
-             "vmap_off": [], "merge_below": None,
+             # bfloat16 autocast as on the GPU, so the CPU's tests run the GPU's path
+             "bf16": True,
+             "vmap_off": [], "merge_below": None, "vmap_attention": ["fused", "written"],
              # the 128-byte ALiBi reference loops, so its ways to attend are checked
              "vmap_max_length": 64, "bias_attention": ["flex", "full", "blocked"]},
 }

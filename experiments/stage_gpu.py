@@ -95,13 +95,15 @@ class GpuPlan:
         self.valid_chunks = C.eval_chunks(corpus.valid, max_length=self.L,
                                           target=lm["target"], n_chunks=lm["valid_chunks"])
         self.far = C.far_identifier_mask(corpus.test)
-        self.bf16 = bool(self.plan["bf16"]) and device != "cpu"
+        # as the plan says on every device, so the CPU's tests run the GPU's bfloat16 path
+        self.bf16 = bool(self.plan["bf16"])
         self.use_vmap = use_vmap
         self.step_time: dict[tuple[str, int, int], float] = {}
         self.first: list[int] = list(self.plan["first_seeds"])
         self.eval_time = 0.0
         self.steps = steps
         self.vmap_ok: dict[str, bool] = {}
+        self.vmap_way: dict[str, str] = {}  # how each encoding's vmapped seeds attend
         self.attention_ok: dict[tuple[str, str], bool] = {}
         self.attention: dict[tuple[str, int], str] = {}  # (encoding, length): the way chosen
         self.read_loops: set[tuple[str, str]] = set()  # (encoding, what): vmap failed there
@@ -122,23 +124,43 @@ class GpuPlan:
         return max(1, self.config["lm"]["batch"] * self.L // length)
 
     def vmap_for(self, enc: str, length: int | None = None) -> bool:
-        """Whether ``enc`` trains under vmap (at ``length``): asked for, checked once on
-        this device against the per-seed loop
-        (:func:`~posenc.analysis.experiments.stacked.vmap_agrees`), and not past the
-        plan's ``vmap_max_length`` (vmapped training writes the attention scores out, so
-        their memory grows with the square of the length)."""
+        """Whether ``enc`` trains under vmap (at ``length``): asked for, and one of the
+        plan's ``vmap_attention`` ways
+        (:data:`~posenc.analysis.experiments.stacked.VMAP_ATTENTION`), tried in order,
+        agrees with the per-seed loop on this device
+        (:func:`~posenc.analysis.experiments.stacked.vmap_agrees`, checked once per
+        encoding; the first that agrees is kept in :attr:`vmap_way`).  The attention
+        written out (``"written"``) keeps every score for backward, so its memory grows
+        with the square of the length: it serves up to the plan's ``vmap_max_length``."""
         if not self.use_vmap or enc in self.plan["vmap_off"]:
-            return False
-        if length is not None and length > self.plan.get("vmap_max_length", length):
             return False
         if enc not in self.vmap_ok:
             stack = self.S.build(self.cfg(enc), self.plan["first_seeds"][:2], self.device)
-            ok, why = self.S.vmap_agrees(stack, self.corpus.train, batch=4, bf16=self.bf16)
+            ok = False
+            for way in self.plan.get("vmap_attention", self.S.VMAP_ATTENTION):
+                self.S.set_vmap_attention(stack, way)
+                ok, why = self.S.vmap_agrees(stack, self.corpus.train, batch=4,
+                                             bf16=self.bf16)
+                if ok:
+                    self.vmap_way[enc] = way
+                    break
+                self.log(f"  {enc}: vmap attending {way!r} does not agree with the "
+                         f"per-seed loop here ({why})")
             self.vmap_ok[enc] = ok
             if not ok:
-                self.log(f"  {enc}: vmap does not agree with the per-seed loop here, looping "
-                         f"({why})")
+                self.log(f"  {enc}: looping over the seeds")
+        if (length is not None and self.vmap_way.get(enc) == "written"
+                and length > self.plan.get("vmap_max_length", length)):
+            return False
         return self.vmap_ok[enc]
+
+    def build(self, enc: str, seeds, length: int | None = None):
+        """The stack of ``seeds`` of ``enc`` (at ``length``), attending under vmap the way
+        :meth:`vmap_for` chose for ``enc``."""
+        stack = self.S.build(self.cfg(enc, length), seeds, self.device)
+        if self.vmap_for(enc):
+            self.S.set_vmap_attention(stack, self.vmap_way[enc])
+        return stack
 
     def choose_steps(self) -> int:
         p = self.plan
@@ -184,8 +206,7 @@ class GpuPlan:
         t_step = self.measure(enc, length, seeds)
         if not self._fits(name, steps * t_step + self.eval_time + 1.0):
             return None
-        cfg = self.cfg(enc, length)
-        stack = self.S.build(cfg, seeds, self.device)
+        stack = self.build(enc, seeds, length)
         attention = self.attention_for(enc, length)
         self.S.set_attention(stack, attention)
         t0 = time.perf_counter()
@@ -228,17 +249,22 @@ class GpuPlan:
                 "encoding": enc, "seed": seeds[i], "train_length": length, "steps": steps,
                 "losses": [(st, ls[i]) for st, ls in stack.losses],
                 "train_seconds": train_s, "eval_seconds": eval_s, "stacked": len(seeds),
-                "vmap": self.vmap_for(enc, length), "attention": attention,
+                "vmap": self._vmap_name(enc, length), "attention": attention,
                 "valid": valid[i][self.L]["target"],
                 "test": test[i]})
         peak = (f", peak {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB"
                 if torch.cuda.is_available() else "")
         self.log(f"  {name}: {steps} steps in {train_s:.0f} s ({1000 * train_s / steps:.1f} "
-                 f"ms/step, vmap {self.vmap_for(enc, length)}, attention {attention}{peak}), "
+                 f"ms/step, vmap {self._vmap_name(enc, length)}, attention {attention}{peak}), "
                  "evaluated in "
                  f"{eval_s:.0f} s; loss at {length}: "
                  + ", ".join(f"{t[length]['target']:.3f}" for t in test))
         return stack
+
+    def _vmap_name(self, enc: str, length: int) -> str | bool:
+        """How ``enc``'s seeds train at ``length``: the vmapped attention's way, or False
+        (looping over the seeds)."""
+        return self.vmap_way[enc] if self.vmap_for(enc, length) else False
 
     def _loop_from_now(self, enc: str, step_key: tuple, n_keys: int) -> None:
         """After vmapped training ran out of memory: ``enc`` loops over its seeds from now
@@ -327,7 +353,7 @@ class GpuPlan:
         attend that agree with the model's own is chosen here (:meth:`attention_for`)."""
         key = (enc, length, len(seeds))
         if key not in self.step_time:
-            stack = self.S.build(self.cfg(enc, length), seeds, self.device)
+            stack = self.build(enc, seeds, length)
             kw = dict(batch=self.batch(length), lr=1e-4, length=length, bf16=self.bf16,
                       use_vmap=self.vmap_for(enc, length))
             ways = self.attention_ways(enc, length)
@@ -475,12 +501,11 @@ class GpuPlan:
         if all(self.store.get(k, prm) is not None for k, prm in keys):
             return
         group = f"{name}-{enc}-lr{lr:g}"
-        cfg = self.cfg(enc, length)
         key = (f"{name}:{enc}", length, len(seeds))
         if key not in self.step_time:
             if not self._fits(group, 3 * min(self.step_time.values(), default=0.0)):
                 return
-            probe = self.S.build(cfg, seeds, self.device)
+            probe = self.build(enc, seeds, length)
             self.S.train_task(probe, maker, steps=2, batch=tc["batch"], lr=lr, bf16=self.bf16,
                               use_vmap=self.vmap_for(enc, length))
             t0 = time.perf_counter()
@@ -493,7 +518,7 @@ class GpuPlan:
         def learned(sub) -> list[bool]:  # every seed still training, read at once
             return [a >= tc["target"] for a in self.task_valid(enc, sub, maker, tc)]
 
-        stack = self.S.build(cfg, seeds, self.device)
+        stack = self.build(enc, seeds, length)
         t0 = time.perf_counter()
         short = False
         try:
@@ -689,7 +714,8 @@ class GpuPlan:
         attends (``{"alibi@2048": "flex"}``), the skipped groups and the errors."""
         return {"step_ms": {f"{e}@{n}x{k}": 1000 * t for (e, n, k), t in
                             self.step_time.items()},
-                "vmap": self.vmap_ok,
+                "vmap": {e: self.vmap_way[e] if ok else False
+                         for e, ok in self.vmap_ok.items()},
                 "attention": {f"{e}@{n}": w for (e, n), w in self.attention.items()},
                 "skipped": self.skipped, "errors": self.errors}
 

@@ -13,8 +13,9 @@
 # reused) if it trains the same steps: STEPS set to the first call's (its log's
 # "language models: N steps each").
 # Files back (6): machine.txt, dmon.txt, exp/{log.txt,results.json,results.md,units.jsonl}
-# Read first in the log: each encoding's vmap check ("vmap does not agree" or not), the
-# step times of the calibration, ALiBi's and T5's ways to attend where they loop over
+# Read first in the log: each encoding's vmap checks ("vmap attending 'fused' does not
+# agree", then 'written', or "looping over the seeds"; a group's line says "vmap fused"),
+# the step times of the calibration, ALiBi's and T5's ways to attend where they loop over
 # seeds ("attention 'flex' does not agree", "step time ... attends 'flex'"), and each
 # group's peak memory.
 set -u

@@ -57,10 +57,9 @@ class Stack:
 
 def _attend(q, k, v, bias):
     """Causal attention written out: scores, the causal mask or the additive bias (which
-    carries the mask), softmax and the values in float32.  The same function as the fused
-    kernel :class:`.models.Block` calls, in operations whose vmap batching rules hold on
-    every device: on CUDA (torch 2.11) the fused kernels under vmap gave NaN gradients
-    (the causal path) or refused a float32 bias beside bfloat16 queries (ALiBi).
+    carries the mask), softmax and the values in float32 (``"written"`` of
+    :data:`VMAP_ATTENTION`).  The same function as the fused kernel :class:`.models.Block`
+    calls, in plain operations whose vmap batching rules hold on every device.
 
     Memory: backward keeps one float32 copy of the probabilities (the softmax's output
     is also the product's input), 4 bytes a score; a bfloat16 product would keep a second
@@ -76,6 +75,84 @@ def _attend(q, k, v, bias):
     probs = torch.softmax(scores, dim=-1, dtype=torch.float32)
     with torch.autocast(q.device.type, enabled=False):  # autocast would copy to bfloat16
         return (probs @ v.float()).to(v.dtype)
+
+
+def _sdpa(q, k, v, bias, dtype):
+    """The fused kernel's causal attention (or with the additive ``bias``, which carries
+    the mask) on ``q, k, v`` and ``bias`` cast to ``dtype``, autocast aside: the cast is
+    the one autocast makes, said once, so that backward can make it again."""
+    with torch.autocast(q.device.type, enabled=False):
+        q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+        if bias is None:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(dtype))
+
+
+class _SeedsAttention(torch.autograd.Function):
+    """Attention for every seed of a vmapped stack in one fused call (``"fused"`` of
+    :data:`VMAP_ATTENTION`), without the fused kernels' own batching rules (which, on
+    CUDA under torch 2.11, gave NaN gradients for the causal kernel and refused ALiBi's
+    float32 bias beside bfloat16 queries).  Under vmap (:meth:`vmap`), the seed dimension
+    joins the batch, so one call of the kernel on plain tensors attends for all seeds; a
+    bias that differs between the seeds (T5's, learned) takes one call per seed.  Backward
+    runs the same call again with gradients, so the memory kept is ``q, k, v`` and the
+    bias, linear in the length, where :func:`_attend` keeps every score."""
+
+    @staticmethod
+    def forward(q, k, v, bias, dtype):
+        return _sdpa(q, k, v, bias, dtype)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        q, k, v, bias, dtype = inputs
+        ctx.dtype = dtype
+        ctx.save_for_backward(q, k, v, bias)
+
+    @staticmethod
+    def backward(ctx, grad):
+        saved = ctx.saved_tensors
+        want = [i for i, t in enumerate(saved) if t is not None and ctx.needs_input_grad[i]]
+        with torch.enable_grad():
+            args = [t.detach().requires_grad_(i in want) if t is not None else None
+                    for i, t in enumerate(saved)]
+            out = _sdpa(*args, ctx.dtype)
+            got = torch.autograd.grad(out, [args[i] for i in want], grad)
+        grads: list = [None] * 5
+        for i, g in zip(want, got):
+            grads[i] = g
+        return tuple(grads)
+
+    @staticmethod
+    def vmap(info, in_dims, q, k, v, bias, dtype):
+        n = info.batch_size
+
+        def first(x, d):  # the seed dimension in front
+            return x.movedim(d, 0) if d is not None else x.expand(n, *x.shape)
+
+        q, k, v = (first(x, d) for x, d in zip((q, k, v), in_dims[:3]))
+        if bias is None or in_dims[3] is None:  # one bias for every seed: one call
+            s, b = q.shape[:2]
+            out = _SeedsAttention.apply(*(x.reshape(s * b, *x.shape[2:]) for x in (q, k, v)),
+                                        bias, dtype)
+            return out.reshape(s, b, *out.shape[1:]), 0
+        bias = bias.movedim(in_dims[3], 0)
+        return torch.stack([_SeedsAttention.apply(q[i], k[i], v[i], bias[i], dtype)
+                            for i in range(n)]), 0
+
+
+def _fused(q, k, v, bias):
+    """:class:`_SeedsAttention` in the dtype autocast would give the fused kernel."""
+    device = q.device.type
+    dtype = (torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device)
+             else q.dtype)
+    return _SeedsAttention.apply(q, k, v, bias, dtype)
+
+
+#: How the seeds of a vmapped stack attend in training (:func:`set_vmap_attention`):
+#: ``"fused"``, the fused kernel once for all seeds (:class:`_SeedsAttention`), memory
+#: linear in the length; ``"written"``, the attention written out (:func:`_attend`),
+#: every score kept for backward.  The GPU plan checks them in this order on the device.
+VMAP_ATTENTION = ("fused", "written")
 
 
 #: How an additive-bias encoding (ALiBi, T5) attends on the per-seed path, outside vmap:
@@ -134,14 +211,16 @@ def _bias_attention(q, k, v, bias, how: str):
 
 
 class _StackedBlock(Block):
-    """:class:`.models.Block` whose attention in training (with gradients) is
-    :func:`_attend` under vmap and, for an additive bias on one seed's plain tensors, the
+    """:class:`.models.Block` whose attention in training (with gradients) is, under
+    vmap, the way its ``vmap_attention`` names (:data:`VMAP_ATTENTION`, set by
+    :func:`set_vmap_attention`) and, for an additive bias on one seed's plain tensors, the
     way its ``attention`` names (:data:`BIAS_ATTENTION`, set by :func:`set_attention`).
     Without gradients (evaluation: the fused kernel's forward under vmap is right, the
     written-out scores of a long input would not fit, and every evaluation length would
     compile FlexAttention again) it is the block itself."""
 
     attention = "blocked"
+    vmap_attention = "fused"
 
     def _heads(self, x, rope):
         b, t, d = x.shape
@@ -157,7 +236,8 @@ class _StackedBlock(Block):
             return super().forward(x, rope, bias)
         if batched:
             q, k, v = self._heads(x, rope)
-            mixed = _attend(q, k, v, bias)
+            written = self.vmap_attention == "written"
+            mixed = (_attend if written else _fused)(q, k, v, bias)
         elif bias is not None and self.attention != "blocked":
             q, k, v = self._heads(x, rope)
             mixed = _bias_attention(q, k, v, bias, self.attention)
@@ -175,6 +255,15 @@ def set_attention(stack: Stack, how: str) -> None:
         raise ValueError(f"how must be one of {BIAS_ATTENTION}, got {how!r}")
     for block in stack.template.blocks:
         cast(_StackedBlock, block).attention = how
+
+
+def set_vmap_attention(stack: Stack, how: str) -> None:
+    """Make every block of ``stack`` attend with ``how`` (:data:`VMAP_ATTENTION`) where
+    the seeds train together under vmap."""
+    if how not in VMAP_ATTENTION:
+        raise ValueError(f"how must be one of {VMAP_ATTENTION}, got {how!r}")
+    for block in stack.template.blocks:
+        cast(_StackedBlock, block).vmap_attention = how
 
 
 def build(cfg: ModelConfig, seeds: Sequence[int], device: str = "cpu") -> Stack:
