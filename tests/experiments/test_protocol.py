@@ -613,14 +613,21 @@ def test_vmapped_training_attends_without_the_fused_kernels_batching_rules(corpu
         # plain tensors: the three seeds' batches of two in one call, or a call per seed
         # (T5); forward, then again in backward, in every layer
         assert calls == [(False, per_call)] * (2 * n_calls * layers), (enc, calls)
+        # evaluation under vmap (no gradients) the same way, forward only
+        ch = C.eval_chunks(corpus.test, max_length=32, target=16, n_chunks=2)
+        calls.clear()
+        S.eval_lm(stack, corpus.test, ch, [32], bucket=32, use_vmap=True)
+        assert calls and not any(batched for batched, _ in calls)
+        assert len(calls) % (n_calls * layers) == 0  # a call per seed for T5
+        assert enc != "alibi" or all(n % 3 == 0 for _, n in calls)  # the seeds joined
         S.set_vmap_attention(stack, "written")
         calls.clear()
         S.train_lm(stack, corpus.train, steps=2, batch=2, lr=1e-3, use_vmap=True)
         assert calls == []
         S.train_lm(stack, corpus.train, steps=1, batch=2, lr=1e-3, use_vmap=False)
         assert calls and not any(batched for batched, _ in calls)
+        # written out, evaluation under vmap calls the kernel as the block does
         calls.clear()
-        ch = C.eval_chunks(corpus.test, max_length=32, target=16, n_chunks=2)
         S.eval_lm(stack, corpus.test, ch, [32], bucket=32, use_vmap=True)
         assert calls and all(batched for batched, _ in calls)
     # written out, the attention is the fused kernel's: causal, or the additive bias
@@ -653,6 +660,21 @@ def test_vmapped_training_attends_without_the_fused_kernels_batching_rules(corpu
             else:
                 mask = 0 if bias is None else bias.numel() * 4
                 assert sum(kept.values()) == 3 * q.numel() * 2 + mask
+
+
+@pytest.mark.parametrize("enc", ["alibi", "t5"])
+def test_vmapped_evaluation_past_the_models_blocks_is_each_seeds(corpus, enc):
+    """Evaluation under vmap attends the fused way, the whole bias in one call, where a
+    single model past 128 positions attends a block of queries at a time: the same
+    losses, seed by seed."""
+    stack = S.build(_tiny(enc), [0, 1], "cpu")
+    S.train_lm(stack, corpus.train, steps=2, batch=2, lr=1e-3)
+    ch = C.eval_chunks(corpus.test, max_length=300, target=16, n_chunks=3)
+    ev = S.eval_lm(stack, corpus.test, ch, [300], bucket=32, use_vmap=True)
+    for i in range(2):
+        ref = T.eval_lm(stack.model(i), corpus.test, ch, [300], bucket=32)
+        assert ev[i][300]["target"] == pytest.approx(ref[300]["target"], rel=1e-5)
+        np.testing.assert_allclose(ev[i][300]["chunks"], ref[300]["chunks"], rtol=1e-4)
 
 
 def test_the_ways_to_attend_with_a_bias_are_the_models_attention(corpus):

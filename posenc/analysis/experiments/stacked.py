@@ -211,13 +211,13 @@ def _bias_attention(q, k, v, bias, how: str):
 
 
 class _StackedBlock(Block):
-    """:class:`.models.Block` whose attention in training (with gradients) is, under
-    vmap, the way its ``vmap_attention`` names (:data:`VMAP_ATTENTION`, set by
-    :func:`set_vmap_attention`) and, for an additive bias on one seed's plain tensors, the
-    way its ``attention`` names (:data:`BIAS_ATTENTION`, set by :func:`set_attention`).
-    Without gradients (evaluation: the fused kernel's forward under vmap is right, the
-    written-out scores of a long input would not fit, and every evaluation length would
-    compile FlexAttention again) it is the block itself."""
+    """:class:`.models.Block` whose attention under vmap is the way its
+    ``vmap_attention`` names (:data:`VMAP_ATTENTION`, set by :func:`set_vmap_attention`)
+    and, in training on one seed's plain tensors with an additive bias, the way its
+    ``attention`` names (:data:`BIAS_ATTENTION`, set by :func:`set_attention`).  Without
+    gradients (evaluation) only the fused way applies: the written-out scores of a long
+    input would not fit, and every evaluation length would compile FlexAttention again, so
+    otherwise it is the block itself."""
 
     attention = "blocked"
     vmap_attention = "fused"
@@ -232,12 +232,12 @@ class _StackedBlock(Block):
 
     def forward(self, x, rope, bias):
         batched = torch._C._functorch.is_batchedtensor(x)
-        if not torch.is_grad_enabled():
-            return super().forward(x, rope, bias)
-        if batched:
+        written = self.vmap_attention == "written"
+        if batched and not (written and not torch.is_grad_enabled()):
             q, k, v = self._heads(x, rope)
-            written = self.vmap_attention == "written"
             mixed = (_attend if written else _fused)(q, k, v, bias)
+        elif not torch.is_grad_enabled():
+            return super().forward(x, rope, bias)
         elif bias is not None and self.attention != "blocked":
             q, k, v = self._heads(x, rope)
             mixed = _bias_attention(q, k, v, bias, self.attention)
