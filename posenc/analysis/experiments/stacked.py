@@ -148,10 +148,11 @@ def _fused(q, k, v, bias):
     return _SeedsAttention.apply(q, k, v, bias, dtype)
 
 
-#: How the seeds of a vmapped stack attend in training (:func:`set_vmap_attention`):
-#: ``"fused"``, the fused kernel once for all seeds (:class:`_SeedsAttention`), memory
-#: linear in the length; ``"written"``, the attention written out (:func:`_attend`),
-#: every score kept for backward.  The GPU plan checks them in this order on the device.
+#: How the seeds of a vmapped stack attend (:func:`set_vmap_attention`): ``"fused"``, the
+#: fused kernel once for all seeds (:class:`_SeedsAttention`), in training and evaluation,
+#: memory linear in the length; ``"written"``, in training the attention written out
+#: (:func:`_attend`), every score kept for backward, in evaluation the block's own.  The
+#: GPU plan checks them in this order on the device.
 VMAP_ATTENTION = ("fused", "written")
 
 
