@@ -324,8 +324,10 @@ def _update(stack: Stack, plist, opt, sched, per_seed: torch.Tensor) -> None:
     opt.zero_grad(set_to_none=True)
     per_seed.sum().backward()
     grads = [p.grad for p in plist if p.grad is not None]
-    sq = torch.stack([g.float().pow(2).reshape(stack.n, -1).sum(1) for g in grads]).sum(0)
-    coef = (1.0 / (sq.sqrt() + 1e-6)).clamp(max=1.0)
+    # every seed's norm in two kernels (one copy, one reduction), not three per parameter
+    norm = torch.linalg.vector_norm(
+        torch.cat([g.reshape(stack.n, -1) for g in grads], dim=1), dim=1, dtype=torch.float32)
+    coef = (1.0 / (norm + 1e-6)).clamp(max=1.0)
     for g in grads:
         g.mul_(coef.view(-1, *([1] * (g.dim() - 1))).to(g.dtype))
     opt.step()
