@@ -584,8 +584,9 @@ def test_vmapped_training_attends_without_the_fused_kernels_batching_rules(corpu
     where the bias is each seed's own, T5's), or written out (``"written"``:
     stacked._attend): the fused kernel's own batching rules gave NaN gradients or refused
     a float bias on CUDA, so neither way lets vmap reach them.  Both agree with the
-    per-seed loop; the loop and evaluation (no gradients) call the kernel as before; the
-    fused way keeps memory linear in the length, the written way every score."""
+    per-seed loop; the loop calls the kernel as before; evaluation under vmap (no
+    gradients) attends the fused way too, or, written, as the block does; the fused way
+    keeps memory linear in the length, the written way every score."""
     from posenc.analysis.experiments import models as M
 
     for enc in ("nope", "alibi", "t5"):
