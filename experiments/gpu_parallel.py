@@ -7,9 +7,9 @@ not agree with the per-seed loop for five of the six encodings there (NaN gradie
 the fused causal kernel, a float bias refused beside bfloat16 queries; vmapped training
 now calls the fused kernel on plain tensors, the seeds joined to the batch,
 :class:`posenc.analysis.experiments.stacked._SeedsAttention`, or else writes the attention
-out, and each process checks agreement again).  So the plan's groups run in ``N`` processes at once, each launching its own
-kernels, and the device interleaves them: in the call of 2026-11-29 it was busy 95 % of
-the time with eight (``experiments/gpu-calls``).
+out, and each process checks agreement again).  So the plan's groups run in ``N``
+processes at once, each launching its own kernels, and the device interleaves them: in the
+call of 2026-11-29 it was busy 95 % of the time with eight (``experiments/gpu-calls``).
 
 * Worker ``i < 6`` trains priority 1 for ``ENCODINGS[i]``: every seed of the tier
   (``first_seeds`` and ``more_seeds`` stacked), so that each later comparison has all of
