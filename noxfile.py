@@ -90,8 +90,9 @@ def tests(session: nox.Session) -> None:
     """Everything CI checks: unit/property/parity tests, the README's docs build in a fresh
     environment, doctests, built-site and browser tests."""
     _install(session, "requirements/test.txt")
-    session.run("pytest", "-m", "not build and not browser", "--doctest-modules", "posenc",
-                "experiments", "tests")
+    # one pytest process per core (pytest-xdist): these tests are CPU-bound
+    session.run("pytest", "-n", "auto", "-m", "not build and not browser",
+                "--doctest-modules", "posenc", "experiments", "tests")
     # The site, built the way the README builds it: `nox -s docs`, in an environment
     # created afresh from requirements/docs.txt alone, executing every page (the execution
     # cache and the memo are emptied first; the doctest builder after it then reuses those
@@ -110,7 +111,8 @@ def tests(session: nox.Session) -> None:
     else:
         session.warn("npm is not installed: the accessibility test cannot run axe-core")
     # The built-site tests execute downloaded notebooks with that environment's kernel.
-    session.run("pytest", "-m", "build or browser", "tests",
+    # (in one process per core too: Chromium's rendering shares the cores with them)
+    session.run("pytest", "-n", "auto", "-m", "build or browser", "tests",
                 env={"POSENC_DOCS_PYTHON": str(docs_python)})
 
 

@@ -62,6 +62,16 @@ def screenshot_dir(site: Path) -> Path:
     return Path(env) if env else site.parent / "screenshots"
 
 
+def per_process(filename: str) -> str:
+    """``filename`` as one pytest process's own: ``report.txt`` becomes ``report-gw0.txt``
+    in pytest-xdist's first worker, so that processes do not overwrite each other's log."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return filename
+    stem, dot, ext = filename.rpartition(".")
+    return f"{stem}-{worker}{dot}{ext}" if dot else f"{filename}-{worker}"
+
+
 def discover_pages(site: Path) -> list[tuple[str, str]]:
     """(lang, pagename) of every page of both languages, from the built HTML files."""
     pages = []

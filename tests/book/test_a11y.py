@@ -28,6 +28,7 @@ from browser_site import (
     _switch_to_dark,
     discover_pages,
     new_context,
+    per_process,
     screenshot_dir,
     serve,
     site_dir,
@@ -75,7 +76,7 @@ def log(site):
     if lines:
         out = screenshot_dir(site)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "a11y.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        (out / per_process("a11y.txt")).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def audit(page, axe: str) -> list[dict]:

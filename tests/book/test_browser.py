@@ -7,7 +7,8 @@ legible figures in dark mode (chosen with the theme's own menu), and a language 
 that lands on the same page in the other language.  Search is driven through the
 site's search page.  A full-page screenshot of each page goes to
 ``_build/screenshots/<lang>/<page>.png`` with a one-line summary per page in
-``_build/screenshots/report.txt``.
+``_build/screenshots/report.txt`` (``report-gw0.txt`` and so on, one per pytest-xdist
+worker, where the tests run in several processes).
 
 ``test_broken_page_fails`` runs the same checks on a page broken on purpose (a missing
 image, raw TeX, an external script, ...) and requires each check to report it.
@@ -37,6 +38,7 @@ from browser_site import (
     section_anchors,
     discover_pages,
     new_context,
+    per_process,
     screenshot_dir,
     search,
     search_results,
@@ -59,7 +61,7 @@ def reports(site):
         out.mkdir(parents=True, exist_ok=True)
         lines = [r.summary() for r in collected]
         lines.append(f"{len(collected)} pages in {time.perf_counter() - start:.1f} s")
-        (out / "report.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        (out / per_process("report.txt")).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 @pytest.mark.parametrize(("lang", "name"), PAGES, ids=[f"{lang}/{name}" for lang, name in PAGES])
