@@ -90,8 +90,10 @@ def tests(session: nox.Session) -> None:
     """Everything CI checks: unit/property/parity tests, the README's docs build in a fresh
     environment, doctests, built-site and browser tests."""
     _install(session, "requirements/test.txt")
-    # one pytest process per core (pytest-xdist): these tests are CPU-bound
-    session.run("pytest", "-n", "auto", "-m", "not build and not browser",
+    # one pytest process per core (pytest-xdist): these tests are CPU-bound.  Each file's
+    # tests stay in one process, in order (--dist loadfile): a module's fixture, such as
+    # test_distribution's build in the working tree, then runs once, not once per process
+    session.run("pytest", "-n", "auto", "--dist", "loadfile", "-m", "not build and not browser",
                 "--doctest-modules", "posenc", "experiments", "tests")
     # The site, built the way the README builds it: `nox -s docs`, in an environment
     # created afresh from requirements/docs.txt alone, executing every page (the execution

@@ -17,6 +17,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / ".github" / "workflows" / "pages.yml"
+# the build's extensions (posenc_urls, posenc_notebook), for every test here: each test
+# may run alone, in a process of its own (pytest-xdist)
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 
 
 def readme_commands() -> dict[str, str]:
@@ -72,7 +75,6 @@ def test_the_workflow_builds_with_the_readme_command_in_the_docs_python():
 
 
 def test_the_build_is_told_where_it_is_published():
-    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
     import posenc_urls
 
     source = Path(posenc_urls.__file__).read_text(encoding="utf-8")
