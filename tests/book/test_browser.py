@@ -64,6 +64,16 @@ def reports(site):
         (out / per_process("report.txt")).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def test_each_test_process_names_its_own_log(monkeypatch):
+    """Under pytest-xdist every worker writes its own report and a11y log."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    assert per_process("report.txt") == "report.txt"
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    assert per_process("report.txt") == "report-gw1.txt"
+    assert per_process("a11y.log.txt") == "a11y.log-gw1.txt"
+    assert per_process("report") == "report-gw1"
+
+
 @pytest.mark.parametrize(("lang", "name"), PAGES, ids=[f"{lang}/{name}" for lang, name in PAGES])
 def test_page(lang, name, site, base, context, reports):
     report = check_page(context, base, lang, name, shots=screenshot_dir(site))
