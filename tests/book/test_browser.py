@@ -5,8 +5,9 @@ another host blocked and counted, and must show: no console errors or failed req
 rendered math and no raw TeX, loaded images with real alt text, copy buttons on code,
 legible figures in dark mode (chosen with the theme's own menu), and a language switch
 that lands on the same page in the other language.  Search is driven through the
-site's search page.  A full-page screenshot of each page goes to
-``_build/screenshots/<lang>/<page>.png`` with a one-line summary per page in
+site's search page.  A screenshot of each page goes to
+``_build/screenshots/<lang>/<page>.png`` (the whole page, or in CI only the screen:
+``browser_site.full_page_shots``) with a one-line summary per page in
 ``_build/screenshots/report.txt`` (``report-gw0.txt`` and so on, one per pytest-xdist
 worker, where the tests run in several processes).
 
@@ -23,11 +24,13 @@ import re
 import shutil
 import time
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
 from browser_site import (
     OVERFLOW_JS,
+    SECTION_ANCHORS_JS,
     PAGE_WEIGHT_MAX,
     SETTLE_JS,
     _switch_to_dark,
@@ -37,6 +40,7 @@ from browser_site import (
     check_switch_keeps_place,
     section_anchors,
     discover_pages,
+    full_page_shots,
     new_context,
     per_process,
     screenshot_dir,
@@ -72,6 +76,19 @@ def test_each_test_process_names_its_own_log(monkeypatch):
     assert per_process("report.txt") == "report-gw1.txt"
     assert per_process("a11y.log.txt") == "a11y.log-gw1.txt"
     assert per_process("report") == "report-gw1"
+
+
+def test_screenshots_are_whole_pages_unless_ci_or_told(monkeypatch):
+    monkeypatch.delenv("POSENC_FULL_SCREENSHOTS", raising=False)
+    monkeypatch.setenv("CI", "true")
+    assert not full_page_shots()
+    monkeypatch.setenv("POSENC_FULL_SCREENSHOTS", "1")
+    assert full_page_shots()
+    monkeypatch.delenv("CI")
+    monkeypatch.setenv("POSENC_FULL_SCREENSHOTS", "0")
+    assert not full_page_shots()
+    monkeypatch.delenv("POSENC_FULL_SCREENSHOTS")
+    assert full_page_shots()
 
 
 @pytest.mark.parametrize(("lang", "name"), PAGES, ids=[f"{lang}/{name}" for lang, name in PAGES])
@@ -111,6 +128,40 @@ def test_language_switch_keeps_place(lang, name, base, context):
     report = check_switch_keeps_place(context, base, lang, name)
     if report.problems:
         pytest.fail(report.summary(), pytrace=False)
+
+
+@pytest.mark.parametrize(("lang", "name"), [("en", "rope"), ("zh", "experiments")])
+def test_sections_read_from_the_file_are_those_the_browser_finds(lang, name, site, base,
+                                                                 context):
+    """The switch test picks its sections from the served HTML (section_anchors); in the
+    browser the page has the same shared sections, in the same order."""
+    page = context.new_page()
+    try:
+        page.goto(f"{base}/{lang}/{name}.html", wait_until="load")
+        seen = page.evaluate(SECTION_ANCHORS_JS)
+    finally:
+        page.close()
+    html = (site / lang / f"{name}.html").read_text(encoding="utf-8")
+    assert len(seen) >= 2 and section_anchors(html) == seen
+
+
+def test_the_browser_reaches_no_host_but_the_test_server(base, context):
+    """Chromium resolves no host name (CHROMIUM_ARGS): the page reaches the server at
+    127.0.0.1, and the same server under the name localhost is out of its reach."""
+    page = context.new_page()
+    try:
+        page.goto(f"{base}/en/index.html", wait_until="load")
+        reached = page.evaluate("""async (port) => {
+          const reach = async (url) => {
+            try { await fetch(url, {mode: "no-cors"}); return true; }
+            catch (e) { return false; }
+          };
+          return [await reach(`http://127.0.0.1:${port}/en/index.html`),
+                  await reach(`http://localhost:${port}/en/index.html`)];
+        }""", urlparse(base).port)
+    finally:
+        page.close()
+    assert reached == [True, False]
 
 
 def test_chapters_have_shared_sections(site):
@@ -265,7 +316,7 @@ def test_dark_mode_frames(name, lang, site, base, context):
         seen = page.evaluate(DARK_FRAMES_JS)
         shot = screenshot_dir(site) / "dark" / lang / f"{name}.png"
         shot.parent.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(shot), full_page=True)
+        page.screenshot(path=str(shot), full_page=full_page_shots())
     finally:
         page.close()
     assert seen["frames"] or seen["rasters"], f"{lang}/{name}: nothing to check"

@@ -44,10 +44,19 @@ def site() -> Path:
     return require_site()
 
 
+_SOUPS: dict[tuple[str, int, int], object] = {}
+
+
 def _soup(path: Path):
+    """The parsed page, parsed once per test process (the checks only read it; the 52
+    pages of the site take about 250 MB parsed and six seconds to parse)."""
     from bs4 import BeautifulSoup
 
-    return BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    if key not in _SOUPS:
+        _SOUPS[key] = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+    return _SOUPS[key]
 
 
 def _all_html(site: Path) -> list[tuple[str, Path]]:
