@@ -8,6 +8,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,20 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def corpus():
     return C.load_corpus()
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """One ``run.py --quick`` into a folder of its own, run once for the tests that read
+    a whole quick run (a test that changes the folder works on its own copy)."""
+    out = tmp_path_factory.mktemp("quick")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "run.py"), "--quick", "--no-progress",
+         "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
 
 
 def test_corpus_is_split_by_file_cleaned_and_reproducible(corpus):
@@ -314,16 +329,12 @@ def test_scaling_arms_are_the_papers_rules():
         scaling_parameters("ntk-by-parts", 2, L, d, base)
 
 
-def test_quick_run_end_to_end(tmp_path):
+def test_quick_run_end_to_end(quick, tmp_path):
     sys.path.insert(0, str(ROOT))
     from experiments.stage_tasks import rank
 
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "experiments" / "run.py"), "--quick", "--no-progress",
-         "--out", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    tmp_path = tmp_path / "run"
+    shutil.copytree(quick, tmp_path)
     r = json.loads((tmp_path / "results.json").read_text())
     assert r["quick"] is True and r["schema"] == 3 and r["tier"] == "quick"
     prov = r["provenance"]
@@ -589,14 +600,11 @@ def test_split_processes_key_units_as_a_whole_run_and_assembly_names_what_is_pen
     assert whole["lm"] == part["lm"] and whole["scaling_matched"] == part["scaling_matched"]
 
 
-def test_chapter_figures_render_the_quick_results(tmp_path, recwarn):
+def test_chapter_figures_render_the_quick_results(quick, tmp_path, recwarn):
     import posenc.figures as pf
     from posenc.analysis.experiments import report as R
 
-    subprocess.run([sys.executable, str(ROOT / "experiments" / "run.py"), "--quick",
-                    "--no-progress", "--out", str(tmp_path)], cwd=ROOT, check=True,
-                   capture_output=True, timeout=600)
-    r = pf.load_experiment_results(tmp_path / "results.json")
+    r = pf.load_experiment_results(quick / "results.json")
     for lang in ("en", "zh"):
         pf.set_language(lang)
         try:
