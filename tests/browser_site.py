@@ -31,8 +31,8 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--no-first-run",
     # no host name resolves (localhost neither): the browser reaches the test's server at
-    # 127.0.0.1 and nothing else, so no check hangs on or depends on the network.  The
-    # checks that must see a page ask another host (check_page) still route its requests.
+    # 127.0.0.1 and nothing else, so no check hangs on or depends on the network
+    # (check_page still routes every request, to count those to other hosts)
     "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
 ]
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
