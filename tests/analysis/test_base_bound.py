@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posenc
-from posenc.analysis.base_bound import base_lower_bound, similarity_margin, usable_context
+from posenc.analysis.base_bound import (
+    _BaseCheck,
+    base_lower_bound,
+    similarity_margin,
+    usable_context,
+)
 
 
 def test_theorem_1_by_monte_carlo():
@@ -58,6 +65,45 @@ def test_lower_bound_matches_the_papers_table_2(length, paper):
     exponents = 2 * np.arange(64) / 128
     assert usable_context(b ** -exponents, length) is None          # b passes
     assert usable_context((b / 1.01) ** -exponents, length) is not None  # just below fails
+
+
+@pytest.mark.parametrize("length, dim", [(50, 4), (300, 16), (1000, 64), (3000, 128)])
+def test_lower_bound_is_what_scanning_every_offset_finds(length, dim):
+    """base_lower_bound tries a base first near offsets where earlier bases failed; its
+    answer is the one the documented search gives with every offset scanned for every
+    base (written out here: the 1.01 grid from 2, then bisection to rtol)."""
+    exponents = 2 * np.arange(dim // 2) / dim
+    offsets = np.arange(length + 1)
+
+    def passes(base):
+        return bool(np.all(similarity_margin(base ** -exponents, offsets) >= 0))
+
+    lower = None
+    for upper in np.exp(np.arange(math.log(2.0), math.log(1e12), math.log(1.01))):
+        if passes(float(upper)):
+            break
+        lower = float(upper)
+    upper = float(upper)
+    while lower is not None and upper / lower - 1.0 > 1e-4:
+        middle = math.sqrt(lower * upper)
+        lower, upper = (lower, middle) if passes(middle) else (middle, upper)
+    assert base_lower_bound(length, dim) == upper
+
+
+def test_base_check_is_a_full_scan_whatever_came_before():
+    """The check base_lower_bound uses looks first near offsets where earlier bases
+    failed; asked about bases in random order (so that those offsets are often far from
+    where this base fails, or it does not fail), it answers as a scan of every offset."""
+    rng = np.random.default_rng(0)
+    exponents = 2 * np.arange(64) / 128
+    offsets = np.arange(3001)
+    check = _BaseCheck(exponents, 3000)
+    verdicts = []
+    for base in np.exp(rng.uniform(math.log(2.0), math.log(1e6), 300)):
+        want = bool(np.all(similarity_margin(base ** -exponents, offsets) >= 0))
+        assert check(float(base)) == want, base
+        verdicts.append(want)
+    assert 30 < sum(verdicts) < 270  # both verdicts, many times each
 
 
 def test_admissible_bases_are_not_an_interval():
