@@ -1138,6 +1138,53 @@ def test_paired_t_pvalue_and_bootstrap():
         stats.bootstrap(null, groups=files[:10])
 
 
+def test_bootstrap_is_the_written_out_resampling():
+    """The bootstrap counts draws instead of copying each replicate; its replicates are
+    the means a written-out loop over the same draws gives, with and without files."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(4, 30))
+    files = rng.integers(0, 7, size=30)
+    for groups in (None, files):
+        got = stats.bootstrap(x, n_boot=300, groups=groups, seed=5)
+        draw = np.random.default_rng(5)
+        rows = draw.integers(0, 4, size=(300, 4))
+        if groups is None:
+            cols = list(draw.integers(0, 30, size=(300, 30)))
+        else:
+            members = [np.flatnonzero(files == f) for f in np.unique(files)]
+            cols = [np.concatenate([members[i] for i in pick])
+                    for pick in draw.integers(0, len(members), size=(300, len(members)))]
+        means = np.array([x[r][:, k].mean() for r, k in zip(rows, cols, strict=True)])
+        lo, hi = np.quantile(means, [0.025, 0.975])
+        assert got["lo"] == pytest.approx(lo, abs=1e-12)
+        assert got["hi"] == pytest.approx(hi, abs=1e-12)
+        assert got["p"] == min(1.0, 2 * min((means <= 0).mean(), (means >= 0).mean()))
+
+
+def test_fisher_exact_is_the_sum_over_every_labelling():
+    """Fisher's exact test against its definition: over every way of choosing which n1 of
+    the pooled outcomes form the first group, the share of tables no more likely than the
+    one observed (counted by brute force, not by the hypergeometric formula)."""
+    import itertools
+    from collections import Counter
+
+    for k1, n1, k2, n2 in [(5, 5, 2, 5), (5, 5, 1, 5), (4, 5, 1, 5), (0, 3, 3, 4),
+                           (2, 6, 2, 6), (1, 2, 7, 9)]:
+        pooled = [1] * (k1 + k2) + [0] * (n1 + n2 - k1 - k2)
+        counts = Counter(sum(pooled[i] for i in pick)
+                         for pick in itertools.combinations(range(n1 + n2), n1))
+        total = sum(counts.values())
+        want = sum(c for x, c in counts.items() if c <= counts[k1]) / total
+        assert stats.fisher_exact(k1, n1, k2, n2) == pytest.approx(want, abs=1e-12)
+        assert stats.fisher_exact(k2, n2, k1, n1) == pytest.approx(want, abs=1e-12)
+    with pytest.raises(ValueError, match="need 0 <= k1 <= n1"):
+        stats.fisher_exact(6, 5, 2, 5)
+    with pytest.raises(ValueError, match="n1, n2 >= 1"):
+        stats.fisher_exact(0, 0, 2, 5)
+    with pytest.raises(TypeError, match="k2 must be an int"):
+        stats.fisher_exact(1, 5, 2.0, 5)
+
+
 def test_vmap_check_catches_mixed_seeds_and_errors(corpus, monkeypatch):
     stack = S.build(_tiny("t5"), [0, 1], "cpu")
     real = S._per_seed

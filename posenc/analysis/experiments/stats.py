@@ -174,6 +174,32 @@ def wilson(k: int, n: int, level: float = 0.95) -> dict:
             "n": n}
 
 
+def fisher_exact(k1: int, n1: int, k2: int, n2: int) -> float:
+    """Two-sided p-value of Fisher's exact test that ``k1`` of ``n1`` and ``k2`` of ``n2``
+    come from one proportion (e.g. seeds that retrieve, for two encodings): the
+    probability, given the margins, of every table no more likely than the one observed.
+
+    >>> round(fisher_exact(5, 5, 2, 5), 4)   # 42 / 252
+    0.1667
+    >>> round(fisher_exact(5, 5, 0, 5), 4), fisher_exact(3, 5, 3, 5)
+    (0.0079, 1.0)
+    """
+    for name, v in (("k1", k1), ("n1", n1), ("k2", k2), ("n2", n2)):
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise TypeError(f"{name} must be an int, got {v!r}")
+    if n1 < 1 or n2 < 1 or not (0 <= k1 <= n1 and 0 <= k2 <= n2):
+        raise ValueError(f"need 0 <= k1 <= n1, 0 <= k2 <= n2 and n1, n2 >= 1, got "
+                         f"k1={k1}, n1={n1}, k2={k2}, n2={n2}")
+    k, n = k1 + k2, n1 + n2
+
+    def ways(x: int) -> int:  # tables with x successes among the first group's n1
+        return math.comb(k, x) * math.comb(n - k, n1 - x)
+
+    seen = ways(k1)  # whole numbers: ties between tables are exact
+    xs = range(max(0, k - n2), min(k, n1) + 1)
+    return sum(w for w in map(ways, xs) if w <= seen) / math.comb(n, n1)
+
+
 def bootstrap(values, *, n_boot: int = 2000, level: float = 0.95, seed: int = 0,
               groups=None) -> dict:
     """A percentile bootstrap interval of the mean over seeds and chunks (two levels).
@@ -210,21 +236,34 @@ def bootstrap(values, *, n_boot: int = 2000, level: float = 0.95, seed: int = 0,
     s, c = x.shape
     rows = rng.integers(0, s, size=(n_boot, s))
     if groups is None:
-        cols = list(rng.integers(0, c, size=(n_boot, c)))
-        n_groups = c
+        picks = rng.integers(0, c, size=(n_boot, c))
+        n_groups, of = c, np.arange(c)
     else:
         g = np.asarray(groups)
         if g.shape != (c,):
             raise ValueError(f"groups must have one label per chunk ({c}), got shape "
                              f"{g.shape}")
-        labels = np.unique(g)
-        members = [np.flatnonzero(g == lab) for lab in labels]
+        labels, of = np.unique(g, return_inverse=True)
         n_groups = labels.size
-        cols = [np.concatenate([members[i] for i in pick])
-                for pick in rng.integers(0, n_groups, size=(n_boot, n_groups))]
-    means = np.array([x[r][:, k].mean() for r, k in zip(rows, cols, strict=True)])
+        picks = rng.integers(0, n_groups, size=(n_boot, n_groups))
+    # a replicate's mean, from how often it drew each seed and each group (a group's
+    # chunks summed once): memory n_boot x (seeds + groups), not a copy per draw
+    sums = x @ np.eye(n_groups)[of]  # (seeds, groups): each group's chunks summed
+    sizes = np.bincount(of, minlength=n_groups).astype(float)
+    seed_n = _counts(rows, s)
+    group_n = _counts(picks, n_groups)
+    means = ((seed_n @ sums) * group_n).sum(axis=1) / (s * (group_n @ sizes))
     alpha = (1 - level) / 2
     lo, hi = np.quantile(means, [alpha, 1 - alpha])
     p = min(1.0, 2 * min((means <= 0).mean(), (means >= 0).mean()))
     return {"mean": float(x.mean()), "lo": float(lo), "hi": float(hi), "p": float(p),
             "n_seeds": s, "n_chunks": c, "n_groups": int(n_groups), "n_boot": n_boot}
+
+
+def _counts(draws, n: int):
+    """How many times each of ``0 .. n - 1`` occurs in each row of ``draws``."""
+    import numpy as np
+
+    b = draws.shape[0]
+    flat = (draws + n * np.arange(b)[:, None]).ravel()
+    return np.bincount(flat, minlength=b * n).reshape(b, n).astype(float)
