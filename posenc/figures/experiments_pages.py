@@ -40,6 +40,7 @@ __all__ = [
     "experiment_curves_figure",
     "experiment_table",
     "experiment_tuning_table",
+    "p_text",
 ]
 
 SCHEMA = R.SCHEMA
@@ -703,12 +704,23 @@ def _cpu_label(spec):
     return label(f"exp_ft_{spec[1]}_arm")
 
 
+def p_text(p: float) -> str:
+    """A p-value as prose gives it: three places, and below 0.001 as such (not as a zero).
+
+    >>> p_text(0.0493), p_text(0.00004), p_text(1.0)
+    ('0.049', '< 0.001', '1.000')
+    """
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"p must be a probability in [0, 1], got {p!r}")
+    return "< 0.001" if p < 5e-4 else f"{p:.3f}"
+
+
 def _p(p: float) -> str:
     """A p-value to four places; below 0.0001 as such (not as a zero)."""
     return "< 0.0001" if p < 1e-4 else f"{p:.4f}"
 
 
-def experiment_claims_table(results, *, n_boot=2000):
+def experiment_claims_table(results, *, n_boot=R.N_BOOT):
     """Every claim the chapter makes on the CPU tier (:func:`report.claims`): the mean
     difference with its two-level bootstrap interval (seeds and test files), the seeds it
     rests on, the paired t test's p and its Holm-adjusted p over the whole family, and

@@ -37,18 +37,23 @@ PAGES = {lang: ROOT / "docs" / lang / "experiments.md" for lang in ("en", "zh")}
 HOLDS = {
     "L_t5_alibi", "L_alibi_learned", "L_learned_sin", "L_sin_nope",
     "2L_t5_alibi", "2L_nope_rope", "top_sin_rope", "top_alibi_nope",
+    # NoPE ahead of RoPE and the sinusoidal model at every length past L
+    "2L_nope_sin", "4L_nope_rope", "4L_nope_sin", "8L_nope_rope", "8L_nope_sin",
+    "16L_nope_rope", "16L_nope_sin",
     "2L_pi_matched_fixed", "2L_yarn_matched_fixed", "2L_llama3_matched_fixed",
     "2L_llama3_matched_alibi", "4L_alibi_yarn_matched",
     "L_rope_ntk_fixed", "L_rope_yarn_fixed", "ctx_rope_ref", "ctx_alibi_ref",
-    "abl_1e4_1e6_h16", "budget_rope_L", "budget_t5_top", "budget_t5_nope_top",
-    "ft_plain_rope", "ft_plain_pi", "ft_plain_pi_2x", "ft_plain_ntk_2x", "ft_plain_yarn_2x",
-    "2L_ntk_fixed_matched", "budget_t5_alibi_4L",
-    # separated since the close calls got ten seeds (report.close_calls): the references'
-    # own reading of a longer history, and two orders of five seeds each that the change of
-    # the family's p-values carried over the line
-    "ctx_rope_self", "ctx_alibi_self", "ctx_alibi_self_2L", "4L_alibi_t5",
-    "2L_yarn_matched_alibi",
+    "abl_500_1e4_h16", "abl_1e4_1e6_h16", "budget_rope_L", "budget_t5_top", "budget_t5_nope_top",
+    "ft_plain_rope", "ft_plain_rope_L", "ft_plain_pi", "ft_plain_pi_2x", "ft_plain_ntk_2x",
+    "ft_plain_yarn_2x", "2L_ntk_fixed_matched", "budget_t5_alibi_4L",
+    # separated since the close calls got ten seeds (report.close_calls): the ALiBi
+    # reference's own reading of four times the history
+    "ctx_alibi_self",
 }
+#: claims the page states as not separated although every seed, or all but one, points
+#: their way: once every ranking sentence of the page joined the family, Holm's multiplier
+#: carried them over the line (their raw p-values are as before)
+EDGE = {"4L_alibi_t5", "2L_yarn_matched_alibi", "ctx_rope_self"}
 #: the fine-tuning arms the page reports as finished
 FINISHED_ARMS = ["plain", "pi", "ntk", "yarn"]
 
@@ -535,10 +540,30 @@ def test_the_family_of_claims_has_the_outcomes_the_page_states(results, claims):
             assert c["hi"] < 0 and c["p_holm"] < 0.05
     # Holm over the whole family: adjusted p-values at least the raw ones
     assert all(c["p_holm"] >= c["p"] for c in claims.values())
+    # the claims every seed points to that the correction leaves not separated
+    for name in EDGE:
+        c = claims[name]
+        assert not c["holds"] and c["hi"] < 0 and c["p"] < 0.01 < c["p_holm"], name
+    # every ranking sentence is in the family: NoPE against RoPE and the sinusoidal model
+    # at every length past L, the fine-tuned control at L, the budget's RoPE far out, the
+    # ablation's head width 64 and NoPE against its best base
+    L = results["config"]["lm"]["train_length"]
+    assert {f"{n // L}L_nope_{e}" for n in R.lengths(results)[1:] for e in ("rope", "sin")} \
+        <= names
+    assert {"ft_plain_rope_L", "budget_rope_top", "abl_500_1e4_h64", "abl_1e4_1e6_h64",
+            "abl_nope_500_h16"} <= names
     # every claim's name appears in the page's glue (the prose reads them by name)
     en = PAGES["en"].read_text()
-    stated = set(re.findall(r"\bc_([A-Za-z0-9_]+?)(?:_lo|_hi|_p)?:", en))
-    assert stated <= names
+    stated = set(re.findall(r"`c_([A-Za-z0-9_]+?)(?:_lo|_hi|_pt|_p|_v)?(?::[^`]*)?`", en))
+    assert len(stated) > 30 and stated <= names, stated - names
+
+
+def test_no_verdict_moves_with_the_bootstrap_seed(results, claims):
+    """With report.N_BOOT replicates a claim's verdict does not depend on the bootstrap's
+    own seed (with 2,000 one did: an interval's end within 1e-4 of zero)."""
+    held = {n: c["holds"] for n, c in claims.items()}
+    for seed in (1, 2):
+        assert {c["name"]: c["holds"] for c in R.claims(results, seed=seed)} == held, seed
 
 
 def test_every_close_call_is_read_on_ten_seeds(results):
@@ -548,7 +573,7 @@ def test_every_close_call_is_read_on_ten_seeds(results):
     close = R.close_calls(results)
     assert {c["name"] for c in close} == {
         "ctx_rope_self", "ctx_alibi_self", "ctx_rope_self_2L", "ctx_alibi_self_2L",
-        "ft_ntk_plain", "ft_yarn_plain"}
+        "ft_ntk_plain", "ft_yarn_plain", "abl_500_1e4_h64", "abl_1e4_1e6_h64"}
     assert all(c["seeds"] == list(range(10)) and c["gap"] <= c["sd"] for c in close)
     # the rule reads the first five seeds only, whatever was added since
     first = results["config"]["seeds"]
@@ -627,27 +652,28 @@ def test_statements_beside_the_claims(results, lengths, claims):
     tuned_keys = {r["key"] for r in results["references_rates"]["tuned"]}
     assert {r["key"] for r in R._series_rows(results, ("ref", "alibi", 4 * L))} == tuned_keys
     assert len(tuned_keys) == len(results["config"]["references"]["seeds"])
-    # two orders lower in every seed on five seeds each, separated only just (adjusted p
-    # between 0.04 and 0.05): their p-values are as before, and they crossed the line when
-    # the close calls' ten seeds put two other claims' p-values below theirs (Holm's
-    # multiplier is one per claim ranked at or after it)
+    # two orders lower in every seed on five seeds each, with raw p below 0.01, yet not
+    # separated after the correction over the whole family (Holm's multiplier is one per
+    # claim ranked at or after it, and the family holds every ranking sentence)
     for name, a, b, n in (("4L_alibi_t5", ("lm", "alibi"), ("lm", "t5"), 4 * L),
                           ("2L_yarn_matched_alibi", ("scale", "yarn", "matched"),
                            ("lm", "alibi"), 2 * L)):
         x, _, seeds = R.paired_chunks(results, a, b, n, "target")
         assert (x.mean(axis=1) < 0).all() and len(seeds) == 5, name
-        assert claims[name]["holds"] and 0.04 < claims[name]["p_holm"] < 0.05, name
+        assert claims[name]["hi"] < 0 and claims[name]["p"] < 0.01, name
+        assert not claims[name]["holds"] and 0.05 < claims[name]["p_holm"] < 0.1, name
         below = sum(c["p"] < claims[name]["p"] for c in claims.values())
         assert claims[name]["p_holm"] >= (len(claims) - below) * claims[name]["p"] - 1e-12
     # within one reference (one load of its weights), reading 4L instead of L on ten seeds:
-    # RoPE lower on the far targets in all but one seed and separated only just, on all the
+    # RoPE lower on the far targets in all but one seed but not separated, on all the
     # targets not better; ALiBi lower in every seed and separated; each within-model gain
     # tens of times smaller than the between-model gap
     ref = ("refctx", "rope", 4 * L)
     x, _, seeds = R.paired_chunks(results, ref, ref, (4 * L, L), "far")
     assert (x.mean(axis=1) < 0).sum() == 9 and len(seeds) == 10
     by = claims
-    assert by["ctx_rope_self"]["holds"] and 0.04 < by["ctx_rope_self"]["p_holm"] < 0.05
+    assert by["ctx_rope_self"]["hi"] < 0 and not by["ctx_rope_self"]["holds"]
+    assert 0.05 < by["ctx_rope_self"]["p_holm"] < 0.1
     ctl = R.difference(results, ref, ref, (4 * L, L), "target")
     assert ctl["mean"] > 0 and ctl["hi"] > 0
     ref_a = ("refctx", "alibi", 4 * L)
@@ -663,11 +689,14 @@ def test_statements_beside_the_claims(results, lengths, claims):
     assert share["rope"]["share"] < share["rope"]["hi"] < -100
     # ... and the same resampling gives the same interval (a fixed bootstrap seed)
     assert R.context_share(results, "alibi", 4 * L) == share["alibi"]
-    # the references trained at 2L, reading 2L instead of L: ALiBi's small gain separated,
-    # RoPE's interval holding zero
-    assert by["ctx_alibi_self_2L"]["holds"] and by["ctx_alibi_self_2L"]["mean"] > -0.005
-    c = by["ctx_rope_self_2L"]
-    assert c["lo"] < 0 < c["hi"] and not c["holds"]
+    # the references trained at 2L, reading 2L instead of L: both lower in the mean, both
+    # intervals holding zero ("all four changes point the way ..., only the ALiBi reference
+    # at 4L is separated")
+    for enc in ("rope", "alibi"):
+        c = by[f"ctx_{enc}_self_2L"]
+        assert -0.005 < c["mean"] < 0 and c["lo"] < 0 < c["hi"] and not c["holds"], enc
+    assert [n for n in by if n.startswith("ctx_") and "self" in n and by[n]["holds"]] == [
+        "ctx_alibi_self"]
     # the models trained at L: ALiBi's change on the far targets not separated from zero,
     # the T5 bias and NoPE worse
     own = {e: R.difference(results, ("lm", e), ("lm", e), (4 * L, L), "far")
@@ -683,12 +712,21 @@ def test_statements_beside_the_claims(results, lengths, claims):
     best = min(mean(R.scaling_values(results, k, top, mode="matched"))
                for k in ("pi", "ntk", "yarn", "llama3"))
     assert best > mean(lm(results, "nope", top))
-    # the ablation: at 2L and head width 16 the means order by base; head 64 spreads less
+    # the ablation (ten seeds): at 2L and head width 16 the means order by base, both steps
+    # separated; at head width 64 the largest base has the lowest mean, neither step
+    # separated either way, and head 64 spreads less; NoPE ahead of base 500 in the means
     ab = results["config"]["ablation"]
+    assert ab["seeds"] == list(range(10))
     h16 = [mean(R.ablation_values(results, b, 16, 2 * L)) for b in ab["bases"]]
     h64 = [mean(R.ablation_values(results, b, 64, 2 * L)) for b in ab["bases"]]
     assert h16 == sorted(h16) and max(h64) - min(h64) < max(h16) - min(h16)
+    assert min(h64) == h64[-1] and h64 != sorted(h64)
     assert min(h16) > mean(lm(results, "nope", 2 * L))
+    assert not claims["abl_nope_500_h16"]["holds"] and claims["abl_nope_500_h16"]["mean"] < 0
+    for name in ("abl_500_1e4_h64", "abl_1e4_1e6_h64"):
+        assert claims[name]["lo"] < 0 < claims[name]["hi"], name
+        assert len(claims[name]["seeds"]) == 10, name
+    assert claims["abl_1e4_1e6_h64"]["mean"] > 0
     # seed 0's choice against its close rivals: RoPE's scale 1 and ALiBi's scale 7.07 came
     # within one seed standard deviation on seed 0; on every seed the chosen setting is not
     # worse in the mean, on validation or at L; RoPE's rival is level (intervals hold 0 at
@@ -761,6 +799,7 @@ def test_statements_beside_the_claims(results, lengths, claims):
         assert max(flat) - min(flat) < 0.01, st
     rope_top = [mean(R.budget_values(results, "rope", st, top)) for st in steps]
     assert rope_top == sorted(rope_top)
+    assert claims["budget_rope_top"]["mean"] < 0 and not claims["budget_rope_top"]["holds"]
     lo = steps[0]
     assert mean(R.budget_values(results, "nope", lo, L)) < min(
         mean(R.budget_values(results, e, lo, L)) for e in ("learned", "sinusoidal"))
@@ -789,6 +828,14 @@ def test_statements_beside_the_claims(results, lengths, claims):
         for v in r["probe"].values() for d in v.values()) == 0.0
     # the larger model agrees on the order at twice the length (GPU tier: only the
     # Llama 3.1 rule separated; test_gpu_claims_as_the_prose_states_them pins it)
+
+
+def test_p_values_in_prose_are_never_a_zero():
+    assert [pf.p_text(p) for p in (0.0493, 0.0005, 0.000499, 0.0, 1.0)] == [
+        "0.049", "0.001", "< 0.001", "< 0.001", "1.000"]
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="p must be a probability in"):
+            pf.p_text(bad)
 
 
 def test_accessors_reject_bad_input(results):
@@ -929,10 +976,23 @@ def test_gpu_matched_ntk_is_dynamic_ntk(gpu):
                                        atol=1e-4)
 
 
-def test_gpu_claims_as_the_prose_states_them(gpu, claims):
+def test_gpu_claims_as_the_prose_states_them(gpu, results, claims):
     gclaims = {c["name"]: c for c in R.gpu_claims(gpu)}
-    # every claim of the section's family holds (the table shows sixteen checks)
-    assert len(gclaims) == 16 and all(c["holds"] for c in gclaims.values())
+    # every claim of the section's family holds (the table shows nineteen checks)
+    assert len(gclaims) == 19 and all(c["holds"] for c in gclaims.values())
+    # "where else the tiers disagree": at L, ALiBi below RoPE and the sinusoidal model below
+    # the learned table; at 2 L, RoPE ahead of NoPE; each the other way on the CPU tier
+    L_cpu = results["config"]["lm"]["train_length"]
+    assert mean(lm(results, "rope", L_cpu)) < mean(lm(results, "alibi", L_cpu))
+    assert claims["L_learned_sin"]["holds"] and claims["2L_nope_rope"]["holds"]
+    # the T5 bias fifth at L, and RoPE failing more slowly than the sinusoidal model
+    Lg = gpu["config"]["lm"]["train_length"]
+    at_L = {e: mean(R.gpu_lm_values(gpu, e, Lg)) for e in ENCODINGS}
+    assert sorted(at_L, key=at_L.get).index("t5") == 4
+    rise = {e: mean(R.gpu_lm_values(gpu, e, 2 * Lg)) - at_L[e] for e in ("rope", "sinusoidal")}
+    assert 0 < rise["rope"] < rise["sinusoidal"] / 2
+    # the tier's rate is one, untuned
+    assert isinstance(gpu["config"]["plan"]["lr"], float)
     # Holm never lowers a p-value, and the family is adjusted as one
     assert all(c["p_holm"] >= c["p"] for c in gclaims.values())
     # "ALiBi is the lowest of every model and rule at every length past the training length"
@@ -979,6 +1039,14 @@ def test_gpu_history_as_the_prose_states_it(gpu, results):
         assert g[f"ref_{e}_history_far"]["mean"] > g["alibi_history_far"]["mean"]
         assert g[f"{e}_ref"]["holds"]
     assert R.gpu_probe_best(gpu) == 0.0
+    # what the design can show: the targets are each window's last bytes, so read at L a
+    # target has from L - target to L - 1 bytes in front of it, and the far rule's gap is
+    # the CPU tier's, shorter than L (no far target needs history beyond the training length)
+    target = gpu["chunks"]["target"]
+    assert gpu["config"]["lm"]["target"] == target and 0 < target < L
+    gap = results["far_targets"]["gap"]
+    assert f"> {gap} bytes back" in gpu["far_targets"]["rule"] and gap < L
+    # "further back than about 2 L - target bytes" adds nothing: flat from 2 L on (above)
     # "fell by at least" the glued value (rounded down to two places)
     assert min(R.gpu_loss_drop(gpu).values()) >= 0.08
     # "on the CPU tier's smaller model ALiBi's own change was not separated from zero"
@@ -1032,7 +1100,7 @@ def test_gpu_figure_and_tables_render(gpu):
     # six encodings, one reference, four rules two ways
     assert md.count("\n") - 1 == 6 + 1 + 8
     claims = str(pf.experiment_gpu_claims_table(gpu))
-    assert claims.count("✓") == 16 and claims.count("✗") == 0
+    assert claims.count("✓") == 19 and claims.count("✗") == 0
 
 
 def test_the_task_seeds_on_a_second_machine_as_the_page_states_them(results):
@@ -1092,6 +1160,14 @@ def test_the_task_seeds_on_a_second_machine_as_the_page_states_them(results):
         ext = {e: R.task_extrapolation(res, "passkey", e, n2)["k"]
                for e in ("alibi", "rope", "t5")}
         assert ext["alibi"] > max(ext["rope"], ext["t5"])
+        # ... in the counts only: five seeds do not separate them, not even with Holm's
+        # correction over just these two comparisons
+        x = {e: R.task_extrapolation(res, "passkey", e, n2) for e in ("alibi", "rope", "t5")}
+        ps = [stats.fisher_exact(x["alibi"]["k"], x["alibi"]["n"], x[e]["k"], x[e]["n"])
+              for e in ("rope", "t5")]
+        assert min(stats.holm(ps)) > 0.05 and max(ps) > 0.05
+        if res is again:
+            assert min(ps) > 0.05
         at4 = {e: R.task_extrapolation(res, "passkey", e, n4) for e in ("alibi", "rope", "t5")}
         assert at4["alibi"]["k"] > 0 and at4["rope"]["k"] == at4["t5"]["k"] == 0
         for e in results["passkey"]["chosen"]:
