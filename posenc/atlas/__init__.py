@@ -503,8 +503,9 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
     if rope_head is not None:  # MLA: a RoPE slice beside a no-RoPE slice
         nope_head = _int(config, "qk_nope_head_dim", minimum=0) or 0
         head_dim, rotated_width = rope_head + nope_head, rope_head
+        head_key = "qk_rope_head_dim + qk_nope_head_dim"
     else:
-        head_dim = _int(config, "head_dim")
+        head_dim, head_key = _int(config, "head_dim"), "head_dim"
         if head_dim is None:
             hidden, heads = _int(config, "hidden_size"), _int(config, "num_attention_heads")
             if hidden is None or heads is None:
@@ -517,7 +518,7 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
                     f"config['hidden_size'] ({hidden}) must be divisible by "
                     f"config['num_attention_heads'] ({heads}) when head_dim is absent"
                 )
-            head_dim = hidden // heads
+            head_dim, head_key = hidden // heads, "hidden_size // num_attention_heads"
         rotated_width = None
     global_head = _int(config, "global_head_dim")
 
@@ -558,7 +559,8 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
         if p is None:
             nope += counts[t]
             continue
-        h = global_head if (global_head is not None and t == "full_attention") else head_dim
+        use_global = global_head is not None and t == "full_attention"
+        h, h_key = (global_head, "global_head_dim") if use_global else (head_dim, head_key)
         rope_type = p.get("rope_type", p.get("type", "default"))
         if rotated_width is not None:
             dim = rotated_width
@@ -569,7 +571,8 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
                                 "config['partial_rotary_factor']"))
             if dim % 2:
                 raise ValueError(
-                    f"the rotated width int(head_dim * partial_rotary_factor) = {dim} must be even"
+                    f"the rotated width int({h_key} * partial_rotary_factor) = {dim} must be "
+                    f"even ({h_key} {h})"
                 )
         kwargs = {"max_position_embeddings": max_len, "seq_len": max_len}
         if nested:
