@@ -697,6 +697,8 @@ def test_statements_beside_the_claims(results, lengths, claims):
         assert -0.005 < c["mean"] < 0 and c["lo"] < 0 < c["hi"] and not c["holds"], enc
     assert [n for n in by if n.startswith("ctx_") and "self" in n and by[n]["holds"]] == [
         "ctx_alibi_self"]
+    # ... the ALiBi reference at 2L by its interval alone: its adjusted p is below 0.05
+    assert by["ctx_alibi_self_2L"]["p_holm"] < 0.05 <= by["ctx_rope_self_2L"]["p_holm"]
     # the models trained at L: ALiBi's change on the far targets not separated from zero,
     # the T5 bias and NoPE worse
     own = {e: R.difference(results, ("lm", e), ("lm", e), (4 * L, L), "far")
