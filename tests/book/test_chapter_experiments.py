@@ -619,6 +619,11 @@ def test_statements_beside_the_claims(results, lengths, claims):
     assert all(0 < b - a < 0.6 for a, b in zip(t5, t5[1:]))
     for enc in ("rope", "sinusoidal"):
         assert mean(lm(results, enc, 2 * L)) - mean(lm(results, enc, L)) > 1.0
+    # the table's seeds: ten for RoPE, the T5 bias and the sinusoidal model, five for the rest
+    assert set(results["config"]["lm_more_seeds"]["encodings"]) == {"rope", "t5", "sinusoidal"}
+    for enc in ENCODINGS:
+        assert len(R.lm_values(results, enc, L)) == (10 if enc in ("rope", "t5", "sinusoidal")
+                                                     else 5), enc
     # NoPE ahead of RoPE and the sinusoidal model at every longer length
     for n in lengths[1:]:
         for enc in ("rope", "sinusoidal"):
