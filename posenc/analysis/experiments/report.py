@@ -667,8 +667,11 @@ def paired_chunks(results, a, b, n, metric: str = "target"):
 
 def claim_family(results) -> list[tuple]:
     """The chapter's claims, each ``(name, a, b, length, metric)``: "``a`` is lower than
-    ``b`` at ``length``" (a pair of lengths: each side reads its own).  Every sentence of the chapter that ranks two models is one of
-    these; a claim whose data is not finished yet (a fine-tuning arm) is left out."""
+    ``b`` at ``length``" (a pair of lengths: each side reads its own).  Every sentence of
+    the chapter that ranks two models on the CPU tier is one of these, or says that it
+    reads the means (or counts) alone, untested; a claim whose data is not finished yet (a
+    fine-tuning arm) is left out.  The GPU tier's claims are a family of their own
+    (:func:`gpu_claims`)."""
     cfg = results["config"]
     L = cfg["lm"]["train_length"]
     top = max(lengths(results))
