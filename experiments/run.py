@@ -203,6 +203,10 @@ GPU = {
         # priority 3: the fine-tuning arms (one rate: no grid fits one call)
         "ft_steps": 500, "ft_lr": 5e-4,
         "bf16": True,
+        # far targets: identifier bytes whose previous occurrence is more than the training
+        # length back, so reading 2 L instead of L on them measures history beyond every
+        # distance of training (a 128-byte gap, the CPU tier's, could not tell the two apart)
+        "far_gap": 512,
         "vmap_off": [],                # encodings that loop over seeds (vmap is also checked)
         # how vmapped training attends, tried in this order on the device until one agrees
         # with the per-seed loop (stacked.VMAP_ATTENTION): the fused kernel once for all
@@ -255,6 +259,7 @@ GPUQUICK = {
              "references": [["rope", 64], ["alibi", 128]], "ft_steps": 2, "ft_lr": 1e-3,
              # bfloat16 autocast as on the GPU, so the CPU's tests run the GPU's path
              "bf16": True,
+             "far_gap": 32,  # the training length, as on the GPU tier
              "vmap_off": [], "merge_below": None, "vmap_attention": ["fused", "written"],
              # bounds the written-out way only: the fused way vmaps the 128-byte ALiBi
              # reference too (the per-seed ways to attend have their own test)

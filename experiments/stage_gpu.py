@@ -94,7 +94,11 @@ class GpuPlan:
                                     target=lm["target"], n_chunks=lm["n_chunks"])
         self.valid_chunks = C.eval_chunks(corpus.valid, max_length=self.L,
                                           target=lm["target"], n_chunks=lm["valid_chunks"])
-        self.far = C.far_identifier_mask(corpus.test)
+        # the far targets' gap: the plan's far_gap where it sets one (the GPU tier sets its
+        # training length, so a far target's previous occurrence lies beyond every distance
+        # of training and only a read longer than L can see it), else the CPU tier's
+        self.far_gap = int(self.plan.get("far_gap", C.FAR_GAP))
+        self.far = C.far_identifier_mask(corpus.test, gap=self.far_gap)
         # as the plan says on every device, so the CPU's tests run the GPU's bfloat16 path
         self.bf16 = bool(self.plan["bf16"])
         self.use_vmap = use_vmap
@@ -182,7 +186,7 @@ class GpuPlan:
                 "eval": {"lengths": self.lengths,
                          "n_chunks": lm["n_chunks"], "target": lm["target"],
                          "bucket": lm["bucket"], "valid_chunks": lm["valid_chunks"],
-                         "far": [C.FAR_GAP, C.FAR_MIN_LEN]},
+                         "far": [self.far_gap, C.FAR_MIN_LEN]},
                 "bf16": self.bf16}
 
     def _fits(self, name: str, estimate: float) -> bool:
@@ -723,7 +727,7 @@ class GpuPlan:
         m = np.stack([self.far[e - self.chunks.target:e] for e in self.chunks.ends])
         return {"rule": f"identifier bytes after the first, of identifiers of >= "
                         f"{C.FAR_MIN_LEN} characters (not keywords) whose previous "
-                        f"occurrence in the file starts > {C.FAR_GAP} bytes back",
-                "bytes": int(m.sum()), "of": int(m.size)}
+                        f"occurrence in the file starts > {self.far_gap} bytes back",
+                "gap": self.far_gap, "bytes": int(m.sum()), "of": int(m.size)}
 
 

@@ -833,6 +833,19 @@ def test_gpu_plan_trains_in_priority_order_writes_units_and_resumes(corpus, tmp_
     assert "TFLOP/s); the whole plan at 3 steps is " in proc.stdout
     r = json.loads((out / "results.json").read_text())
     assert r["schema"] == 3 and r["steps"] == 3 and not r["skipped"]
+    # far targets: previous occurrence beyond the training length (the plan's far_gap), so
+    # only a read longer than L can see it; the GPU tier's plan says the same of its own L
+    from experiments.run import TIERS
+    L_quick = TIERS["gpuquick"]["lm"]["train_length"]
+    assert r["far_targets"]["gap"] == L_quick and f"> {L_quick} bytes back" in \
+        r["far_targets"]["rule"]
+    assert TIERS["gpu"]["plan"]["far_gap"] == TIERS["gpu"]["lm"]["train_length"]
+    far = C.far_identifier_mask(corpus.test, gap=L_quick)
+    ends = C.eval_chunks(corpus.test, max_length=max(TIERS["gpuquick"]["lm"]["eval_factors"])
+                         * L_quick, target=TIERS["gpuquick"]["lm"]["target"],
+                         n_chunks=TIERS["gpuquick"]["lm"]["n_chunks"])
+    t = TIERS["gpuquick"]["lm"]["target"]
+    assert r["far_targets"]["bytes"] == sum(int(far[e - t:e].sum()) for e in ends.ends)
     assert len(r["units"]) == len(keys)
     assert r["provenance"]["code"] == U.code_hash()
     assert r["corpus"]["test"]["sha256"] == corpus.test.sha256()
