@@ -558,6 +558,27 @@ def test_the_family_of_claims_has_the_outcomes_the_page_states(results, claims):
     assert len(stated) > 30 and stated <= names, stated - names
 
 
+def test_a_sign_flip_test_cannot_separate_the_family(results, claims):
+    """The statistics paragraph: an exact sign-flip test over n paired seeds cannot give a
+    two-sided p below 2 / 2**n (reached when every difference has one sign), and Holm's
+    correction multiplies the family's smallest p by the family's size, so even on ten
+    seeds no claim could pass 0.05 under such a test."""
+    import itertools
+
+    def sign_flip_p(diffs):
+        observed = abs(sum(diffs))
+        flips = list(itertools.product((1, -1), repeat=len(diffs)))
+        return sum(abs(sum(f * d for f, d in zip(fl, diffs, strict=True))) >= observed - 1e-12
+                   for fl in flips) / len(flips)
+
+    for n in (5, 10):
+        assert sign_flip_p([0.3, 0.1, 0.2, 0.5, 0.4, 0.6, 0.9, 0.7, 0.8, 1.0][:n]) == 2 / 2**n
+    # the smallest p any claim could have under it, times the family's size
+    assert len(claims) * 2 / 2**10 > 0.05
+    # ... while the t test the page uses does separate most claims on the same seeds
+    assert sum(c["holds"] for c in claims.values()) > len(claims) / 2
+
+
 def test_no_verdict_moves_with_the_bootstrap_seed(results, claims):
     """With report.N_BOOT replicates a claim's verdict does not depend on the bootstrap's
     own seed (with 2,000 one did: an interval's end within 1e-4 of zero)."""
