@@ -248,7 +248,7 @@ def bootstrap(values, *, n_boot: int = 2000, level: float = 0.95, seed: int = 0,
         picks = rng.integers(0, n_groups, size=(n_boot, n_groups))
     # a replicate's mean, from how often it drew each seed and each group (a group's
     # chunks summed once): memory n_boot x (seeds + groups), not a copy per draw
-    sums = x @ np.eye(n_groups)[of]  # (seeds, groups): each group's chunks summed
+    sums = np.stack([np.bincount(of, weights=row, minlength=n_groups) for row in x])
     sizes = np.bincount(of, minlength=n_groups).astype(float)
     seed_n = _counts(rows, s)
     group_n = _counts(picks, n_groups)
