@@ -7,6 +7,8 @@
 # It needs the prepared corpus, carried: python experiments/run.py --save-corpus
 # experiments/.corpus/sympy.npz; and the commit in .device_commit (git rev-parse HEAD).
 # Usage there: OUT=/some/dir [STEPS=N] bash tools/device_experiments.sh [BUDGET, default 480]
+# (TIER, DEVICE, CORPUS and PYTHON replace gpu, cuda, that corpus and python3: the tests
+# rehearse the call on a CPU, TIER=gpuquick DEVICE=cpu, where there is no nvidia-smi)
 # The whole plan is more than one call holds (python experiments/run.py --tier gpu --cost):
 # a later call goes on where the earlier ones stopped once their units are committed
 # (experiments/units/gpu/units.jsonl, read by every call; units of other code are not
@@ -22,23 +24,34 @@ set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/device-out}
 mkdir -p "$OUT/exp"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TRITON_INTERPRET=0
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TRITON_INTERPRET=${TRITON_INTERPRET:-0}
 # several processes share the device: memory freed by one group is reusable by the next
 export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 export POSENC_COMMIT=${POSENC_COMMIT:-$(cat .device_commit 2>/dev/null || echo unknown)}
 BUDGET=${1:-480}
 WORKERS=${WORKERS:-8}
 STEPS=${STEPS:-}
+TIER=${TIER:-gpu}
+DEVICE=${DEVICE:-cuda}
+CORPUS=${CORPUS:-experiments/.corpus/sympy.npz}
+PYTHON=${PYTHON:-python3}
 t0=$(date +%s)
 {
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+  if command -v nvidia-smi > /dev/null; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+  else
+    echo "no nvidia-smi"
+  fi
   nproc
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"
+  "$PYTHON" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"
 } > "$OUT/machine.txt" 2>&1
-nvidia-smi dmon -s um -d 5 > "$OUT/dmon.txt" 2>&1 &
-dmon=$!
-python3 experiments/run.py --tier gpu --device cuda --no-progress \
-  --corpus-file experiments/.corpus/sympy.npz --out "$OUT/exp" \
+dmon=""
+if command -v nvidia-smi > /dev/null; then
+  nvidia-smi dmon -s um -d 5 > "$OUT/dmon.txt" 2>&1 &
+  dmon=$!
+fi
+"$PYTHON" experiments/run.py --tier "$TIER" --device "$DEVICE" --no-progress \
+  --corpus-file "$CORPUS" --out "$OUT/exp" \
   --time-budget "$BUDGET" --reserve 20 --workers "$WORKERS" ${STEPS:+--steps "$STEPS"} \
   > "$OUT/exp/log.txt" 2>&1
 rc=$?
@@ -46,11 +59,11 @@ echo "parallel plan exit $rc after $(( $(date +%s) - t0 )) s" | tee -a "$OUT/exp
 left=$(( BUDGET - ($(date +%s) - t0) ))
 if [ "$rc" -ne 0 ] && [ "$left" -gt 120 ]; then
   echo "== the plan in one process, $left s" | tee -a "$OUT/exp/log.txt"
-  python3 experiments/run.py --tier gpu --device cuda --no-progress \
-    --corpus-file experiments/.corpus/sympy.npz --out "$OUT/exp" \
+  "$PYTHON" experiments/run.py --tier "$TIER" --device "$DEVICE" --no-progress \
+    --corpus-file "$CORPUS" --out "$OUT/exp" \
     --time-budget "$left" --reserve 20 ${STEPS:+--steps "$STEPS"} >> "$OUT/exp/log.txt" 2>&1
   echo "one-process plan exit $?" | tee -a "$OUT/exp/log.txt"
 fi
-kill "$dmon" 2>/dev/null
+[ -n "$dmon" ] && kill "$dmon" 2>/dev/null
 grep -v "UserWarning\|^  a = F\." "$OUT/exp/log.txt" | tail -80
 echo "== done in $(( $(date +%s) - t0 )) s"

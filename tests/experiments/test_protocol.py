@@ -4,6 +4,7 @@ plan (run here on the CPU at a tiny size), the far-identifier targets and the st
 import importlib.metadata
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -934,7 +935,9 @@ def test_gpu_plan_in_several_processes_stores_what_one_process_does(corpus, tmp_
     """``--workers``: the plan's groups spread over processes give the units one process
     gives (the same keys, and the same numbers up to summation order), every seed stacked
     in priority 1 so that the later groups have all of them, and nothing the budget did
-    not reach is lost from the record."""
+    not reach is lost from the record.  The processes are started the way a device call
+    starts them, by tools/device_experiments.sh (its GPU tier and device replaced), so a
+    call does not find the script broken."""
     sys.path.insert(0, str(ROOT))
     from experiments.gpu_parallel import items, steps_for
     from experiments.run import TIERS
@@ -943,17 +946,27 @@ def test_gpu_plan_in_several_processes_stores_what_one_process_does(corpus, tmp_
     corpus_file = C.save_corpus(corpus, tmp_path / "corpus.npz")
     one = _gpuquick(tmp_path / "one", "--corpus-file", str(corpus_file), "--steps", "3")
     assert one.returncode == 0, one.stderr[-3000:]
-    many = _gpuquick(tmp_path / "many", "--corpus-file", str(corpus_file), "--steps", "3",
-                     "--workers", "7")
+    call = tmp_path / "call"
+    env = {**os.environ, "OUT": str(call), "TIER": "gpuquick", "DEVICE": "cpu",
+           "CORPUS": str(corpus_file), "PYTHON": sys.executable, "STEPS": "3",
+           "WORKERS": "7"}
+    many = subprocess.run(["bash", str(ROOT / "tools" / "device_experiments.sh"), "600"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=900)
     assert many.returncode == 0, many.stderr[-3000:]
+    log = (call / "exp" / "log.txt").read_text()
+    assert "parallel plan exit 0" in many.stdout and "one process" not in log, log[-3000:]
     assert "worker exit codes [0, 0, 0, 0, 0, 0, 0]" in many.stdout
     assert "this call stored " in many.stdout
-    # the workers' records and stacks stay out of <out>, which a device call brings back
-    assert sorted(p.name for p in (tmp_path / "many").iterdir()) == [
-        "results.json", "results.md", "units.jsonl"]
+    # what a call brings back: the machine, and the results with their log; the workers'
+    # records and stacks stay out of it
+    assert {"exp", "machine.txt"} <= {p.name for p in call.iterdir()}
+    assert f"torch {torch.__version__}" in (call / "machine.txt").read_text()
+    assert sorted(p.name for p in (call / "exp").iterdir()) == [
+        "log.txt", "results.json", "results.md", "units.jsonl"]
     a = {u["key"]: u for u in json.loads((tmp_path / "one" / "results.json").read_text())[
         "units"]}
-    r = json.loads((tmp_path / "many" / "results.json").read_text())
+    r = json.loads((call / "exp" / "results.json").read_text())
     b = {u["key"]: u for u in r["units"]}
     seeds = cfg["plan"]["first_seeds"] + cfg["plan"]["more_seeds"]
     assert r["first_seeds"] == seeds and r["parallel"]["workers"] == 7
@@ -963,7 +976,7 @@ def test_gpu_plan_in_several_processes_stores_what_one_process_does(corpus, tmp_
     extra = {k for k in b if not k.startswith("lm-") and not any(
         k.endswith(f"-s{s}") for s in first)}
     assert extra and all(k.endswith(f"-s{seeds[-1]}") for k in extra)
-    lines = (tmp_path / "many" / "units.jsonl").read_text().splitlines()
+    lines = (call / "exp" / "units.jsonl").read_text().splitlines()
     assert len(lines) == len(b) and all(json.loads(x)["key"] in b for x in lines)
     for key, u in a.items():
         v = b[key]
