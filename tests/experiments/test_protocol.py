@@ -797,14 +797,23 @@ def _gpuquick(out, *extra):
                            *extra], cwd=ROOT, capture_output=True, text=True, timeout=900)
 
 
-def test_gpu_plan_trains_in_priority_order_writes_units_and_resumes(corpus, tmp_path):
+@pytest.fixture(scope="module")
+def gpuquick_one(corpus, tmp_path_factory):
+    """The gpuquick plan at 3 steps in one process, run once for the tests that read it
+    (none writes into its folder): ``(corpus file, out folder, the finished process)``."""
+    tmp = tmp_path_factory.mktemp("gpuquick")
+    corpus_file = C.save_corpus(corpus, tmp / "corpus.npz")
+    proc = _gpuquick(tmp / "out", "--corpus-file", str(corpus_file), "--steps", "3")
+    return corpus_file, tmp / "out", proc
+
+
+def test_gpu_plan_trains_in_priority_order_writes_units_and_resumes(corpus, gpuquick_one,
+                                                                     tmp_path):
     sys.path.insert(0, str(ROOT))
     from experiments.run import TIERS
 
     cfg = TIERS["gpuquick"]
-    corpus_file = C.save_corpus(corpus, tmp_path / "corpus.npz")
-    out = tmp_path / "out"
-    proc = _gpuquick(out, "--corpus-file", str(corpus_file), "--steps", "3")
+    corpus_file, out, proc = gpuquick_one
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert sorted(p.name for p in out.iterdir()) == ["results.json", "results.md",
                                                      "units.jsonl"]
@@ -931,7 +940,7 @@ def test_gpu_plan_trains_in_priority_order_writes_units_and_resumes(corpus, tmp_
     assert sorted(u["key"] for u in asm["units"]) == sorted(keys) and asm["steps"] == 3
 
 
-def test_gpu_plan_in_several_processes_stores_what_one_process_does(corpus, tmp_path):
+def test_gpu_plan_in_several_processes_stores_what_one_process_does(gpuquick_one, tmp_path):
     """``--workers``: the plan's groups spread over processes give the units one process
     gives (the same keys, and the same numbers up to summation order), every seed stacked
     in priority 1 so that the later groups have all of them, and nothing the budget did
@@ -943,8 +952,7 @@ def test_gpu_plan_in_several_processes_stores_what_one_process_does(corpus, tmp_
     from experiments.run import TIERS
 
     cfg = TIERS["gpuquick"]
-    corpus_file = C.save_corpus(corpus, tmp_path / "corpus.npz")
-    one = _gpuquick(tmp_path / "one", "--corpus-file", str(corpus_file), "--steps", "3")
+    corpus_file, one_out, one = gpuquick_one
     assert one.returncode == 0, one.stderr[-3000:]
     call = tmp_path / "call"
     env = {**os.environ, "OUT": str(call), "TIER": "gpuquick", "DEVICE": "cpu",
@@ -964,8 +972,7 @@ def test_gpu_plan_in_several_processes_stores_what_one_process_does(corpus, tmp_
     assert f"torch {torch.__version__}" in (call / "machine.txt").read_text()
     assert sorted(p.name for p in (call / "exp").iterdir()) == [
         "log.txt", "results.json", "results.md", "units.jsonl"]
-    a = {u["key"]: u for u in json.loads((tmp_path / "one" / "results.json").read_text())[
-        "units"]}
+    a = {u["key"]: u for u in json.loads((one_out / "results.json").read_text())["units"]}
     r = json.loads((call / "exp" / "results.json").read_text())
     b = {u["key"]: u for u in r["units"]}
     seeds = cfg["plan"]["first_seeds"] + cfg["plan"]["more_seeds"]
