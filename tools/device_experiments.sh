@@ -35,9 +35,13 @@ TIER=${TIER:-gpu}
 DEVICE=${DEVICE:-cuda}
 CORPUS=${CORPUS:-experiments/.corpus/sympy.npz}
 PYTHON=${PYTHON:-python3}
+# what both runs of the plan below share
+PLAN=(experiments/run.py --tier "$TIER" --device "$DEVICE" --no-progress
+      --corpus-file "$CORPUS" --out "$OUT/exp" --reserve 20 ${STEPS:+--steps "$STEPS"})
+smi=$(command -v nvidia-smi || true)
 t0=$(date +%s)
 {
-  if command -v nvidia-smi > /dev/null; then
+  if [ -n "$smi" ]; then
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
   else
     echo "no nvidia-smi"
@@ -46,22 +50,18 @@ t0=$(date +%s)
   "$PYTHON" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"
 } > "$OUT/machine.txt" 2>&1
 dmon=""
-if command -v nvidia-smi > /dev/null; then
+if [ -n "$smi" ]; then
   nvidia-smi dmon -s um -d 5 > "$OUT/dmon.txt" 2>&1 &
   dmon=$!
 fi
-"$PYTHON" experiments/run.py --tier "$TIER" --device "$DEVICE" --no-progress \
-  --corpus-file "$CORPUS" --out "$OUT/exp" \
-  --time-budget "$BUDGET" --reserve 20 --workers "$WORKERS" ${STEPS:+--steps "$STEPS"} \
+"$PYTHON" "${PLAN[@]}" --time-budget "$BUDGET" --workers "$WORKERS" \
   > "$OUT/exp/log.txt" 2>&1
 rc=$?
 echo "parallel plan exit $rc after $(( $(date +%s) - t0 )) s" | tee -a "$OUT/exp/log.txt"
 left=$(( BUDGET - ($(date +%s) - t0) ))
 if [ "$rc" -ne 0 ] && [ "$left" -gt 120 ]; then
   echo "== the plan in one process, $left s" | tee -a "$OUT/exp/log.txt"
-  "$PYTHON" experiments/run.py --tier "$TIER" --device "$DEVICE" --no-progress \
-    --corpus-file "$CORPUS" --out "$OUT/exp" \
-    --time-budget "$left" --reserve 20 ${STEPS:+--steps "$STEPS"} >> "$OUT/exp/log.txt" 2>&1
+  "$PYTHON" "${PLAN[@]}" --time-budget "$left" >> "$OUT/exp/log.txt" 2>&1
   echo "one-process plan exit $?" | tee -a "$OUT/exp/log.txt"
 fi
 [ -n "$dmon" ] && kill "$dmon" 2>/dev/null
