@@ -52,6 +52,12 @@ __all__ = [
 #: Where the atlas's JSON files live (shipped with the package).
 ATLAS_DIR = Path(__file__).with_name("data")
 
+#: Families whose attention pairs feature ``2i`` with ``2i + 1`` (complex or
+#: ``x[..., ::2]`` rotations in their transformers modeling file); the others rotate
+#: halves (``rotate_half``) unless the config sets ``rope_interleave``.
+_INTERLEAVED_FAMILIES = frozenset({"cohere", "cohere2", "deepseek_v2", "glm", "glm4",
+                                   "llama4_text"})
+
 #: Keys a config uses for a position scheme posenc does not model.
 _NOT_ROPE = {
     "alibi": "ALiBi (linear biases, no rotation)",
@@ -91,6 +97,15 @@ class LayerRope:
         Sliding-window or chunk size of these layers (None: global attention).
     window_kind : str or None
         ``"sliding"`` or ``"chunked"``.
+    rope_parameters : dict
+        This layer type's parameters, flat (``rope_type``, ``rope_theta`` and the type's
+        keys; no ``partial_rotary_factor`` except for ``"proportional"``): what
+        :class:`posenc.torch.RotaryEmbedding` takes.
+    rotary_dim : int
+        Features rotated per head (the width the frequencies are computed for).
+    rotary_slice : {"all", "first", "last"}
+        Which features of a head rotate: all, the first ``rotary_dim`` (partial rotary)
+        or the last (multi-head latent attention's RoPE part).
     """
 
     layer_type: str
@@ -104,6 +119,9 @@ class LayerRope:
     rotated_pairs: int
     window: int | None = None
     window_kind: str | None = None
+    rope_parameters: dict[str, Any] = field(default_factory=dict, repr=False)
+    rotary_dim: int = 0
+    rotary_slice: str = "all"
 
     @property
     def rotated_fraction(self) -> float:
@@ -594,11 +612,17 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
             w, wk = chunk, "chunked"
         else:
             w, wk = None, None
+        flat = {k: v for k, v in p.items() if k != "type"}
+        flat.update(rope_type=rope_type, rope_theta=theta)
+        if rope_type != "proportional":
+            flat.pop("partial_rotary_factor", None)  # the rotated width says it
         layers.append(LayerRope(
             layer_type=t, layers=counts[t] if types_per_layer is not None else None,
             head_dim=h, rope_type=rope_type, rope_theta=theta, inv_freq=inv,
             plain_inv_freq=plain, attention_factor=att,
             rotated_pairs=int(np.count_nonzero(inv)), window=w, window_kind=wk,
+            rope_parameters=flat, rotary_dim=dim,
+            rotary_slice="last" if rope_head is not None else "first" if dim < h else "all",
         ))
     if not layers:
         raise ValueError("config has no layer that uses RoPE")
@@ -615,6 +639,8 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
     interleave = config.get("rope_interleave", config.get("rope_interleaved"))
     if interleave is not None and not isinstance(interleave, bool):
         raise TypeError(f"config['rope_interleave'] must be true/false, got {_short(interleave)}")
+    if interleave is None and model_type is not None:
+        interleave = model_type in _INTERLEAVED_FAMILIES
     notes: list[str] = []
     if model_type is not None:
         notes.insert(0, f"read as transformers 5.23 reads model_type {model_type!r}")

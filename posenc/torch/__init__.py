@@ -32,11 +32,14 @@ from .relative import (
 from .multidim import RoPEMixed
 from .rope import RotaryEmbedding, compiled_apply_rope
 from .sinusoidal import SinusoidalPositionalEncoding
+from .hf import apply_rotary_pos_emb, patch
 
 __all__ = [
     "SinusoidalPositionalEncoding",
     "RotaryEmbedding",
     "compiled_apply_rope",
+    "apply_rotary_pos_emb",
+    "patch",
     "RoPEMixed",
     # posenc.torch.relative
     "LearnedPositionalEmbedding",

@@ -53,8 +53,10 @@ the functional formula.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -89,6 +91,13 @@ _GROW_LOCK = threading.Lock()
 
 #: Position dtypes read on their device (``aminmax``, indexing); others go through NumPy.
 _FAST_POSITION_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+#: Sequence length from which ``(batch, seq)`` positions are rotated sample by sample
+#: (each on the blocked kernels) rather than by one broadcast formula over the batch.
+_ROWS_PER_SAMPLE = 64
+
+#: Input dtypes of the eager decoding step (:meth:`RotaryEmbedding._decode_step`).
+_DECODE_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 #: Input dtypes the fused kernel rotates (computing in float32); float64 takes the torch path.
 _FUSED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -125,6 +134,41 @@ def _is_fake(t):
     from torch._subclasses.fake_tensor import FakeTensor
 
     return isinstance(t, FakeTensor)
+
+
+def _describe(config):
+    """:func:`posenc.atlas.describe_config` of a transformers config, a dict or a path."""
+    from ..atlas import describe_config, load_config
+
+    if hasattr(config, "to_dict") and not isinstance(config, Mapping):
+        config = config.to_dict()
+    elif isinstance(config, (str, os.PathLike)):
+        path = Path(config)
+        config = load_config(path / "config.json" if path.is_dir() else path)
+    elif not isinstance(config, Mapping):
+        raise TypeError(
+            "config must be a transformers config, a dict or the path of a config.json, "
+            f"got {type(config).__name__}")
+    return describe_config(config)
+
+
+def _seq_axis(seq_dim, q, k):
+    """``seq_dim`` as a non-negative axis of ``q`` and ``k`` (which have equal ranks)."""
+    if isinstance(seq_dim, bool) or not isinstance(seq_dim, int):
+        raise TypeError(f"seq_dim must be an int, got {type(seq_dim).__name__}")
+    ndim = q.ndim if torch.is_tensor(q) else 0
+    if not torch.is_tensor(k) or k.ndim != ndim or not -ndim <= seq_dim < ndim - 1:
+        raise ValueError(
+            f"seq_dim must be an axis of q and k before the feature axis (q and k of equal "
+            f"rank), got seq_dim={seq_dim} for shapes {tuple(getattr(q, 'shape', ()))} and "
+            f"{tuple(getattr(k, 'shape', ()))}; use seq_dim=1 for (batch, seq, heads, dim)")
+    return seq_dim % ndim
+
+
+def _rope_key(layer):
+    """What makes two layer types rotate alike."""
+    return (layer.rotary_dim, layer.rotary_slice,
+            tuple(sorted((k, repr(v)) for k, v in layer.rope_parameters.items())))
 
 
 RotarySlice = Literal["all", "first", "last"]
@@ -187,14 +231,6 @@ class RotaryEmbedding(nn.Module):
     The table holds the frequencies fixed at construction (the original ones for
     ``"dynamic"``, the short ones for ``"longrope"``); calls that use others compute
     cos and sin for their own positions only.
-
-    Transforms (tensors; each tested, see the API page's table): ``vmap`` (per-sample
-    positions included), ``grad``, ``jvp``, ``torch.compile(fullgraph=True)``,
-    ``torch.export`` and ``meta`` tensors. ``"longrope"`` picks its factor set per
-    sample and per call. ``"dynamic"`` supports ``grad``, ``jvp``, ``meta`` and ``vmap``
-    with positions shared by the batch; ``vmap`` over per-sample positions and
-    ``torch.export`` raise a ``ValueError`` and ``fullgraph=True`` compilation fails
-    (its state lives between calls).
 
     Parameters
     ----------
@@ -315,11 +351,12 @@ class RotaryEmbedding(nn.Module):
     True
     """
 
-    def __init__(self, dim: int, base: float = 10000.0, layout: Layout = "interleaved",
+    def __init__(self, dim: int, base: float | None = None, layout: Layout = "interleaved",
                  max_seq_len: int = 4096, compiled: bool = False,
                  rope_parameters: Mapping[str, Any] | None = None,
                  max_position_embeddings: int | None = None,
-                 rotary_slice: RotarySlice = "all", backend: Backend = "auto") -> None:
+                 rotary_slice: RotarySlice = "all", backend: Backend = "auto",
+                 layer_type: str | None = None) -> None:
         super().__init__()
         self.compiled = check_bool(compiled, "compiled")
         if backend not in ("auto", "triton", "torch"):
@@ -333,10 +370,11 @@ class RotaryEmbedding(nn.Module):
                 f"rotary_slice must be 'all', 'first' or 'last', got {rotary_slice!r}")
         self.rotary_slice = rotary_slice
         self.dim = check_d_model(dim, "dim", even=True)
-        self.base = check_base(base)
+        self.base = 10000.0 if base is None else check_base(base)
         self.layout = check_layout(layout)
         self._max_seq_len = check_count(max_seq_len, "max_seq_len")
-        self._set_frequencies(rope_parameters, max_position_embeddings)
+        self._set_frequencies(rope_parameters, max_position_embeddings, layer_type,
+                              base_given=base is not None)
         cos, sin = self._tables(np.arange(self._max_seq_len))
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
@@ -345,7 +383,149 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("_freqs", _fused.freq_buffer(self._inv_freq, self.attention_factor),
                              persistent=False)
 
-    def _set_frequencies(self, rope_parameters, max_position_embeddings):
+    @classmethod
+    def from_config(cls, config: Any, layer_type: str | None = None, *,
+                    max_seq_len: int = 4096, backend: Backend = "auto") -> RotaryEmbedding:
+        """The RoPE of a transformers model, built from its config.
+
+        Everything is read as transformers reads it, by the reader of
+        ``python -m posenc inspect`` (:func:`posenc.atlas.describe_config`): the head
+        width, the rotated width and which features rotate (``partial_rotary_factor``:
+        the first; ``qk_rope_head_dim``: the last, beside ``qk_nope_head_dim``), the
+        pairing (``"half"`` for ``rotate_half`` models, ``"interleaved"`` for the families
+        that pair neighbours or set ``rope_interleave``), the rope type and its
+        parameters for the layer type, ``max_position_embeddings`` and the attention
+        factor.  The module takes ``q`` and ``k`` as the model's attention forms them,
+        ``(batch, heads, seq, head_dim)`` with whole heads.
+
+        Parameters
+        ----------
+        config : transformers config, mapping, str or path
+            A ``PretrainedConfig``, a parsed ``config.json``, or the path of a
+            ``config.json`` (or of the folder holding one).  A multimodal config's
+            ``text_config`` is read.
+        layer_type : str, optional
+            transformers' layer type (``"full_attention"``, ``"sliding_attention"``,
+            ...).  Required when the layer types of the config rotate differently
+            (Gemma 3); transformers builds one table per layer type there too.
+        max_seq_len, backend
+            As for the constructor.
+
+        Returns
+        -------
+        RotaryEmbedding
+
+        Raises
+        ------
+        ValueError
+            If the reader refuses the config (its message names the key), if the
+            config's layer types rotate differently and ``layer_type`` is not given,
+            if ``layer_type`` has no RoPE (NoPE layers) or is not in the config, or for
+            M-RoPE configs (use :func:`posenc.apply_mrope`).
+
+        Examples
+        --------
+        >>> import torch
+        >>> cfg = {"model_type": "stablelm", "hidden_size": 256, "num_attention_heads": 4,
+        ...        "partial_rotary_factor": 0.25, "max_position_embeddings": 4096}
+        >>> rope = RotaryEmbedding.from_config(cfg)
+        >>> rope
+        RotaryEmbedding(dim=16, base=10000, layout='half', max_seq_len=4096, rotary_slice='first')
+        >>> q = k = torch.randn(1, 4, 5, 64)                       # whole heads
+        >>> q2, k2 = rope(q, k)
+        >>> bool(torch.equal(q2[..., 16:], q[..., 16:]))           # 48 features pass through
+        True
+        """
+        desc = _describe(config)
+        if desc.mrope_section is not None:
+            raise ValueError(
+                "config uses M-RoPE (three position ids per token, mrope_section "
+                f"{list(desc.mrope_section)}); rotate with posenc.apply_mrope instead")
+        layers = {layer.layer_type: layer for layer in desc.layers}
+        if layer_type is None:
+            distinct = {_rope_key(layer) for layer in desc.layers}
+            if len(distinct) > 1:
+                raise ValueError(
+                    f"the config's layer types rotate differently ({', '.join(layers)}); "
+                    "pass layer_type= one of them (one module per layer type)")
+            layer = desc.layers[0]
+        elif layer_type in layers:
+            layer = layers[layer_type]
+        else:
+            nope = " (its layers use no RoPE)" if desc.nope_layers else ""
+            raise ValueError(
+                f"layer_type must be a layer type of the config that rotates "
+                f"({', '.join(map(repr, layers))}), got {layer_type!r}{nope}")
+        return cls(layer.rotary_dim, layout="interleaved" if desc.interleaved else "half",
+                   max_seq_len=max_seq_len, rope_parameters=layer.rope_parameters,
+                   max_position_embeddings=desc.max_position_embeddings,
+                   rotary_slice=layer.rotary_slice, backend=backend)
+
+    def cos_sin(self, position_ids: torch.Tensor, dtype: torch.dtype | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""cos and sin for transformers' ``apply_rotary_pos_emb``, from float64 angles.
+
+        .. math::
+
+           \mathrm{cos}[b, s] = a\,[\cos(p_{bs}\theta_0), \ldots,
+           \cos(p_{bs}\theta_{r/2-1}), \cos(p_{bs}\theta_0), \ldots,
+           \cos(p_{bs}\theta_{r/2-1})]
+
+        and the same for sin: transformers' format (the half-width table written twice),
+        with :math:`a` the attention factor and :math:`\theta_i` the module's frequencies
+        for this call (``"dynamic"`` and ``"longrope"`` pick them from
+        ``max(position_ids) + 1`` as transformers does).
+
+        Parameters
+        ----------
+        position_ids : torch.Tensor
+            Integer positions, shape ``(batch, seq)`` (or ``(seq,)``).
+        dtype : torch.dtype, optional
+            Of the result; default float32 (float64 keeps every digit).  Pass the
+            model's dtype to feed a model's own ``apply_rotary_pos_emb``.
+
+        Returns
+        -------
+        tuple of torch.Tensor
+            ``(cos, sin)``, each of shape ``position_ids.shape + (dim,)``, on
+            ``position_ids``' device.
+
+        Raises
+        ------
+        TypeError
+            If ``position_ids`` is not an integer tensor.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from posenc.torch import apply_rotary_pos_emb
+        >>> rope = RotaryEmbedding(8, layout="half")
+        >>> q = k = torch.randn(2, 3, 5, 8)
+        >>> cos, sin = rope.cos_sin(torch.arange(5).expand(2, 5))
+        >>> cos.shape
+        torch.Size([2, 5, 8])
+        >>> q2, k2 = apply_rotary_pos_emb(q, k, cos, sin)
+        >>> bool(torch.allclose(q2, rope(q, k)[0], atol=1e-6))
+        True
+        """
+        if (not torch.is_tensor(position_ids) or position_ids.is_floating_point()
+                or position_ids.is_complex() or position_ids.dtype == torch.bool):
+            got = position_ids.dtype if torch.is_tensor(position_ids) else type(position_ids).__name__
+            raise TypeError(
+                f"position_ids must be an integer tensor, got {got}; "
+                "pass e.g. torch.arange(seq)[None]")
+        flat = position_ids.reshape(-1)
+        inv_freq = self._functional_frequencies(flat, flat.shape[0]).to(position_ids.device)
+        angles = position_ids.to(torch.float64)[..., None] * inv_freq
+        angles = torch.cat((angles, angles), dim=-1)
+        cos, sin = angles.cos(), angles.sin()
+        if self.attention_factor != 1.0:
+            cos, sin = cos * self.attention_factor, sin * self.attention_factor
+        dtype = torch.float32 if dtype is None else dtype
+        return cos.to(dtype), sin.to(dtype)
+
+    def _set_frequencies(self, rope_parameters, max_position_embeddings, layer_type,
+                         base_given):
         """The frequencies of the table (float64, a plain CPU attribute: a constant of
         traced graphs, untouched by ``to("meta")``), the attention factor, and what the
         length-dependent types (dynamic, longrope) need to switch frequencies."""
@@ -355,22 +535,35 @@ class RotaryEmbedding(nn.Module):
         self.max_position_embeddings = max_position_embeddings
         self.rope_type, self.attention_factor = "default", 1.0
         if rope_parameters is None:
+            if layer_type is not None:
+                raise ValueError(
+                    "layer_type picks an entry of per-layer-type rope_parameters; "
+                    "pass rope_parameters too, or leave layer_type out")
             inv_freq = inverse_frequencies(self.dim, self.base)
         else:
-            from ..rope_scaling import rope_frequencies
+            from ..rope_scaling import _layer_entry, rope_frequencies
 
             if not isinstance(rope_parameters, Mapping):
                 raise TypeError(
                     "rope_parameters must be a mapping (a transformers config.rope_parameters "
                     f"dict) or None, got {type(rope_parameters).__name__}"
                 )
-            params = dict(rope_parameters)
+            params = dict(_layer_entry(rope_parameters, layer_type))
+            rope_type = params.get("rope_type") or params.get("type") or "default"
+            fraction = params.get("partial_rotary_factor", 1.0)
+            if rope_type != "proportional" and fraction != 1.0:
+                raise ValueError(
+                    f"rope_parameters['partial_rotary_factor'] is {fraction!r}, but dim is the "
+                    "rotated width and the whole head is not known here; build the module "
+                    "with RotaryEmbedding.from_config(config), or pass "
+                    "dim=int(head_dim * partial_rotary_factor), rotary_slice='first' and "
+                    "rope_parameters without the key")
             theta = params.get("rope_theta")
             if theta is None:
                 params["rope_theta"] = self.base
             else:
                 theta = check_base(theta, "rope_parameters['rope_theta']")
-                if self.base not in (10000.0, theta):
+                if base_given and self.base != theta:
                     raise ValueError(
                         f"base ({self.base:g}) and rope_parameters['rope_theta'] ({theta:g}) "
                         f"disagree; give the base once"
@@ -604,8 +797,8 @@ class RotaryEmbedding(nn.Module):
         return tuple(out)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor,
-                positions: Positions | None = None, *,
-                inplace: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                positions: Positions | None = None, *, inplace: bool = False,
+                seq_dim: int = -2) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate ``q`` and ``k`` (shape ``(..., seq, dim)``) at the same positions.
 
         Parameters
@@ -622,12 +815,22 @@ class RotaryEmbedding(nn.Module):
             Write the rotation into ``q`` and ``k`` themselves and return them (no
             output is allocated; PyTorch's rules for in-place operations apply, e.g. not
             on a leaf that requires grad).
+        seq_dim : int, keyword-only, default -2
+            The sequence axis of ``q`` and ``k``: ``-2`` for ``(batch, heads, seq, dim)``
+            (transformers), ``1`` for ``(batch, seq, heads, dim)`` (flash-attn,
+            torchtune).  The results have the inputs' shapes.
 
         Returns
         -------
         tuple of torch.Tensor
             The rotated ``(q, k)``, same shapes, dtypes and devices.
         """
+        if seq_dim != -2:
+            axis = _seq_axis(seq_dim, q, k)
+            if axis != q.ndim - 2:
+                q2, k2 = self.forward(q.movedim(axis, -2), k.movedim(axis, -2), positions,
+                                      inplace=inplace)
+                return (q, k) if inplace else (q2.movedim(-2, axis), k2.movedim(-2, axis))
         if not inplace and positions is not None:
             fast = self._decode_step(q, k, positions)
             if fast is not None:
@@ -658,9 +861,13 @@ class RotaryEmbedding(nn.Module):
                     )
                 per_sample = True
             elif len(shape) != 1 or shape[0] != seq:
+                hint = ""
+                if shape and shape[-1] in q.shape[:-2]:
+                    hint = (f"; q's axis {list(q.shape).index(shape[-1])} has that length: for "
+                            "(batch, seq, heads, dim) tensors pass seq_dim=1")
                 raise ValueError(
                     f"positions must have shape ({seq},) (the sequence length, q.shape[-2]) "
-                    f"or (batch, {seq}), got {shape}"
+                    f"or (batch, {seq}), got {shape}{hint}"
                 )
         if check_bool(inplace, "inplace"):
             return self._forward_inplace(q, k, positions, per_sample)
@@ -690,7 +897,7 @@ class RotaryEmbedding(nn.Module):
             return None
         cos, sin = self.cos, self.sin
         if (positions.dtype != torch.int64 or positions.ndim != 1 or positions.is_cuda
-                or q.dtype != torch.float32 or k.dtype != torch.float32
+                or q.dtype not in _DECODE_DTYPES or k.dtype != q.dtype
                 or q.device.type != "cpu" or k.device.type != "cpu" or positions.is_meta
                 or cos.device.type != "cpu" or self.rope_type in ("dynamic", "longrope")
                 or self.rotary_slice != "all" or self.compiled or self.backend == "triton"):
@@ -712,21 +919,25 @@ class RotaryEmbedding(nn.Module):
         else:
             c, s_ = cos[positions], sin[positions]
         h = d // 2
+        low = q.dtype != torch.float32  # float16/bfloat16: rotated in float32, rounded once
         if self.layout == "half":
             out = []
             for x in (q, k):
+                x = x.float() if low else x
                 x1, x2 = x[..., :h], x[..., h:]
-                out.append(torch.cat((torch.addcmul(x1 * c, x2, s_, value=-1),
-                                      torch.addcmul(x2 * c, x1, s_)), dim=-1))
+                y = torch.cat((torch.addcmul(x1 * c, x2, s_, value=-1),
+                               torch.addcmul(x2 * c, x1, s_)), dim=-1)
+                out.append(y.to(q.dtype) if low else y)
             return out[0], out[1]
         cis = torch.complex(c, s_)
         out = []
         for x in (q, k):
             try:
-                xc = torch.view_as_complex(x.unflatten(-1, (h, 2)))
+                xc = torch.view_as_complex((x.float() if low else x).unflatten(-1, (h, 2)))
             except RuntimeError:
                 return None  # strides a complex view cannot express
-            out.append(torch.view_as_real(xc * cis).flatten(-2))
+            y = torch.view_as_real(xc * cis).flatten(-2)
+            out.append(y.to(q.dtype) if low else y)
         return out[0], out[1]
 
     # -- the fused Triton path and per-sample positions ------------------------------------
@@ -808,13 +1019,36 @@ class RotaryEmbedding(nn.Module):
         return _fused.rope_qk(q, k, pos, start, freqs, half, off)
 
     def _forward_per_sample(self, q, k, positions):
-        """Positions ``(batch, seq)`` on the torch path: float64 angles per sample."""
+        """Positions ``(batch, seq)`` on the torch path.
+
+        Eagerly, rows that are all equal are one ``(seq,)`` call, and other rows read
+        the table (computed for the call where it has no row) and broadcast over the
+        heads.  Traced or transformed calls form float64 angles per sample.
+        """
         if torch.is_tensor(positions) and positions.dtype in _FAST_POSITION_DTYPES:
             pos = positions
         else:
             arr = positions.numpy() if torch.is_tensor(positions) else np.asarray(positions)
             pos = torch.from_numpy(
                 check_positions(arr.reshape(-1), arr.size).reshape(arr.shape))
+        if not (_functional_mode(q) or _functional_mode(k) or pos.is_meta):
+            if pos.shape[0] == 1 or bool((pos == pos[:1]).all()):
+                return self.forward(q, k, pos[0])
+            b, seq = pos.shape
+            if seq >= _ROWS_PER_SAMPLE:  # long rows: each sample on the fast kernels
+                pairs = [self.forward(q[i], k[i], pos[i]) for i in range(b)]
+                return torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs])
+            wide = torch.float64 in (q.dtype, k.dtype)
+            cos, sin = self._cos_sin(pos.reshape(-1), b * seq, q.device,
+                                     torch.float64 if wide else torch.float32)
+            cos, sin = cos.reshape(b, 1, seq, -1), sin.reshape(b, 1, seq, -1)
+            out = []
+            for x in (q, k):
+                off = x.shape[-1] - self.dim if self.rotary_slice == "last" else 0
+                compute = _compute_dtype(x.dtype)
+                out.append(_rotate_functional(x, cos.to(compute), sin.to(compute), self.dim,
+                                              self.layout, off))
+            return tuple(out)
         if self.rope_type == "dynamic":
             inv_freq = self._functional_frequencies(pos.reshape(-1), pos.numel())
         elif self.rope_type == "longrope":  # transformers: the longest row picks the set
@@ -895,7 +1129,7 @@ def _compiled_kernel(layout):
     fn = _COMPILED.get(layout)
     if fn is None:
         body = _rope_kernel_half if layout == "half" else _rope_kernel_interleaved
-        fn = _COMPILED[layout] = torch.compile(body, fullgraph=True)
+        fn = _COMPILED[layout] = torch.compile(body, dynamic=True)
     return fn
 
 
@@ -925,11 +1159,6 @@ def compiled_apply_rope(x: torch.Tensor, positions: Positions | None = None, *,
     the tables from the positions with tensor operations, in the same one-expression
     form (tested with ``fullgraph=True``).  Called inside a compiled graph or a
     ``torch.func`` transform, this function does exactly that.
-
-    Transforms (tensors; each tested, see the API page's table): ``vmap`` (per-sample
-    positions included), ``grad``, ``jvp``, ``torch.compile(fullgraph=True)``,
-    ``torch.export`` and ``meta`` tensors. Inside a transform it is
-    :func:`posenc.apply_rope` (the compiled kernel is an eager-mode speed-up).
 
     Parameters
     ----------

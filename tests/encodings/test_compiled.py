@@ -72,3 +72,21 @@ def test_bad_arguments_are_named():
         compiled_apply_rope(torch.ones(3, 4), [1, 2])
     with pytest.raises(ValueError, match="even"):
         compiled_apply_rope(torch.ones(3, 5))
+
+
+def test_more_variants_than_the_recompile_limit_fall_back_instead_of_failing():
+    """Prefill and decode, in float32 and bfloat16, are more variants than Dynamo's
+    recompile limit (lowered here to keep the test short): past it the calls run eagerly,
+    with the same results, instead of raising as a fullgraph compilation does."""
+    import torch._dynamo
+
+    rope = RotaryEmbedding(8, layout="half", compiled=True)
+    with torch._dynamo.config.patch(recompile_limit=1):
+        for seq in (6, 1):
+            for dtype in (torch.float32, torch.bfloat16):
+                q = _x(1, 2, seq, 8).to(dtype)
+                got, _ = rope(q, q, torch.arange(100, 100 + seq))
+                want = posenc.apply_rope(q.float(), torch.arange(100, 100 + seq), layout="half")
+                assert got.dtype == dtype
+                torch.testing.assert_close(got.float(), want, rtol=0,
+                                           atol=1e-2 if dtype != torch.float32 else 1e-6)
