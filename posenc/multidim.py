@@ -195,10 +195,6 @@ def resample_position_grid(table: ArrayT, old_size: tuple[int, int], new_size: t
     centres) and flattened back in raster order.  Unlike timm, which interpolates in
     float32, the interpolation here runs in float64 for NumPy input and float64 tensors.
 
-    Transforms (tensors; each tested, see the API page's table): ``vmap`` (per-sample
-    tables included), ``grad``, ``jvp``, ``torch.compile(fullgraph=True)``,
-    ``torch.export`` and ``meta`` tensors.
-
     Parameters
     ----------
     table : numpy.ndarray or torch.Tensor
@@ -294,10 +290,6 @@ def apply_rope_2d(x: ArrayT, rows: Positions, cols: Positions, *, base: float = 
     column, the second ``y``, the row, with ``layout="interleaved"``; their default
     base is 100).  Each rotation is a 1-D RoPE along one axis, so the score of a query
     at ``(r, c)`` and a key at ``(r', c')`` depends only on ``(r' - r, c' - c)``.
-
-    Transforms (tensors; each tested, see the API page's table): ``vmap`` (per-sample
-    rows and columns included), ``grad``, ``jvp``, ``torch.compile(fullgraph=True)``,
-    ``torch.export`` and ``meta`` tensors.
 
     Parameters
     ----------
@@ -857,10 +849,6 @@ def apply_mrope(x: torch.Tensor, position_ids: Positions, *, mrope_section: Sequ
     followed by ``apply_rotary_pos_emb``; with ``interleaved=True`` it equals
     ``Qwen3VLTextRotaryEmbedding``.  Angles are formed in float64 (transformers forms
     them in float32); float16 and bfloat16 are computed in float32 and rounded once.
-
-    Transforms (tensors; each tested, see the API page's table): ``vmap`` (per-sample
-    position ids included), ``grad``, ``jvp``, ``torch.compile(fullgraph=True)``,
-    ``torch.export`` and ``meta`` tensors.
 
     Parameters
     ----------

@@ -435,10 +435,6 @@ def apply_rope(x: ArrayT, positions: Positions | None = None, *, base: float = 1
       linear in ``x``) and ``vmap`` equals a loop, also over positions;
     * **meta tensors**: meta ``x`` gives a meta result (a shape-only pass).
 
-    Transforms (tensors; each tested, see the API page's table): ``vmap`` (per-sample
-    positions included), ``grad``, ``jvp``, ``torch.compile(fullgraph=True)``,
-    ``torch.export`` and ``meta`` tensors.
-
     Parameters
     ----------
     x : numpy.ndarray or torch.Tensor
@@ -554,11 +550,6 @@ def apply_rope_(x: ArrayT, positions: Positions | None = None, *, base: float = 
     * an inference tensor can be rotated only inside ``torch.inference_mode()``;
     * under ``torch.compile``, ``torch.func`` transforms, forward-mode AD and for meta
       tensors the functional formula computes the result, which is copied into ``x``.
-
-    Transforms (tensors; each tested, see the API page's table): ``vmap`` (per-sample
-    positions included), ``grad``, ``jvp``, ``torch.compile(fullgraph=True)``,
-    ``torch.export`` and ``meta`` tensors. Under a transform the rotation is computed
-    out of place and copied back into ``x``.
 
     Parameters
     ----------

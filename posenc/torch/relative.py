@@ -73,10 +73,6 @@ def t5_relative_position_bucket_torch(
 ) -> torch.Tensor:
     """:func:`posenc.t5_relative_position_bucket` for an integer tensor, on its device.
 
-    Transforms (each tested, see the API page's table): ``vmap`` (per-sample offsets
-    included), ``torch.compile(fullgraph=True)``, ``torch.export`` and ``meta`` tensors;
-    integers in, integers out, so nothing to differentiate.
-
     Parameters
     ----------
     relative_position : torch.Tensor
@@ -139,10 +135,6 @@ class LearnedPositionalEmbedding(nn.Module):
     has ``max_len`` rows and no rule for making more: a position ``>= max_len`` has no
     vector, and this module says so with a ``ValueError`` instead of the ``IndexError``
     (or, on a GPU, the device-side assertion) of a bare ``nn.Embedding``.
-
-    Transforms (tensors; each tested, see the API page's table): ``vmap`` (per-sample
-    inputs included), ``grad``, ``jvp``, ``torch.compile(fullgraph=True)``,
-    ``torch.export`` and ``meta`` tensors.
 
     Parameters
     ----------
@@ -257,10 +249,6 @@ class ShawRelativeAttention(nn.Module):
     where :math:`a^K` and :math:`a^V` are two learned tables of :math:`2k + 1` rows of
     width :math:`d_h` (``relative_keys``, ``relative_values``), shared by the heads, as in
     the paper.  The gathered tables take ``2 * seq**2 * d_h`` numbers per call.
-
-    Transforms (tensors; each tested, see the API page's table): ``vmap`` (per-sample
-    inputs included), ``grad``, ``jvp``, ``torch.compile(fullgraph=True)``,
-    ``torch.export`` and ``meta`` tensors.
 
     Parameters
     ----------
@@ -409,11 +397,6 @@ class T5RelativePositionBias(nn.Module):
     :meth:`forward` returns the bias that T5 adds to its attention logits (T5 does not
     divide the logits by :math:`\\sqrt{d_h}`; the bias is added as is).
 
-    Transforms (tensors; each tested, see the API page's table): ``vmap`` (per-sample
-    tables included), ``grad``, ``jvp``, ``torch.compile(fullgraph=True)``,
-    ``torch.export`` and ``meta`` tensors. (``grad`` and ``jvp`` through its table, with
-    ``torch.func.functional_call``).
-
     Parameters
     ----------
     num_heads : int
@@ -493,11 +476,6 @@ class ALiBiBias(nn.Module):
     ``torch.set_default_dtype`` at construction the bias comes out on that device in that
     dtype.  The values are computed in float64 from :func:`posenc.alibi_slopes` whatever
     the buffer holds (a ``to_empty`` buffer is fine), then cast once.
-
-    Transforms (each tested, see the API page's table):
-    ``torch.compile(fullgraph=True)``, ``torch.export`` and ``meta``
-    (``device="meta"``); it takes lengths, not tensors, so there is nothing to ``vmap``
-    or differentiate.
 
     Parameters
     ----------

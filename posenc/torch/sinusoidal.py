@@ -42,10 +42,6 @@ class SinusoidalPositionalEncoding(nn.Module):
     one lock, never shrunk).  The encoding is defined for every position, so there is no
     reason to fail; ``max_len`` is only the size allocated up front.
 
-    Transforms (tensors; each tested, see the API page's table): ``vmap`` (per-sample
-    inputs included), ``grad``, ``jvp``, ``torch.compile(fullgraph=True)``,
-    ``torch.export`` and ``meta`` tensors.
-
     Parameters
     ----------
     d_model : int

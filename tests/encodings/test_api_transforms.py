@@ -1,4 +1,4 @@
-"""The API page's table of transforms is what the code does (issue 26).
+"""The API page's table of transforms is what the code does.
 
 ``docs/en/api.md`` and ``docs/zh/api.md`` carry one table: a row per public torch entry
 point, a column per transform (``vmap`` over per-sample inputs, ``grad``, ``jvp``,
@@ -233,36 +233,3 @@ def test_both_languages_carry_the_same_table():
     en, zh = _doc_table("en"), _doc_table("zh")
     assert set(en) == set(ENTRY_POINTS)
     assert en == zh
-
-
-_OBJECTS = {
-    "apply_rope": posenc.apply_rope, "apply_rope_": posenc.apply_rope_,
-    "compiled_apply_rope": pt.compiled_apply_rope, "RotaryEmbedding": pt.RotaryEmbedding,
-    "apply_rope_2d": posenc.apply_rope_2d, "apply_mrope": posenc.apply_mrope,
-    "resample_position_grid": posenc.resample_position_grid,
-    "SinusoidalPositionalEncoding": pt.SinusoidalPositionalEncoding,
-    "LearnedPositionalEmbedding": pt.LearnedPositionalEmbedding,
-    "ShawRelativeAttention": pt.ShawRelativeAttention,
-    "T5RelativePositionBias": pt.T5RelativePositionBias, "ALiBiBias": pt.ALiBiBias,
-    "t5_relative_position_bucket_torch": pt.t5_relative_position_bucket_torch,
-}
-_WORDS = {"vmap": "``vmap``", "grad": "``grad``", "jvp": "``jvp``",
-          "compile": "``torch.compile(fullgraph=True)``", "export": "``torch.export``",
-          "meta": "``meta``"}
-
-
-@pytest.mark.parametrize("name", sorted(_OBJECTS))
-def test_docstrings_state_the_transforms_of_the_table(name):
-    """Each docstring has a "Transforms" paragraph naming exactly the ✓ of its row."""
-    doc = " ".join(_OBJECTS[name].__doc__.split())
-    start = doc.index("Transforms (")
-    para = doc[start:doc.index(" Parameters ---", start)]
-    row = _doc_table("en")[name]
-    supported = [t for t in TRANSFORMS if row[t] == "✓"]
-    first_sentence = para.split(". ")[0] if name != "RotaryEmbedding" else para
-    for t in supported:
-        assert _WORDS[t] in first_sentence, (name, t, para)
-    if name == "RotaryEmbedding":  # the dynamic row's limits are stated too
-        dynamic = _doc_table("en")["RotaryEmbedding dynamic"]
-        assert '``"dynamic"``' in para and "``ValueError``" in para
-        assert [t for t in TRANSFORMS if dynamic[t] == "✗"] == ["vmap", "compile", "export"]
