@@ -1,4 +1,4 @@
-"""How long the book takes to build, now and in the configuration before issue 16.
+"""How long the book takes to build, now and in the configuration before its rework.
 
 Run by ``python benchmarks/run.py --build``.  It never touches the working tree: the
 committed tree (``git archive HEAD``) is unpacked twice into a temporary folder and built
@@ -34,7 +34,7 @@ and MyST-NB executed (its "Executing notebook" / "Executed notebook in" log line
 served from the execution cache ("Using cached notebook").  From the current copy it also
 records the memo's hits and misses in the cold build, and for every ``posenc`` module the
 pages whose execution imported it (what an edit to that module re-executes).  The goals
-of issue 16 are evaluated from the same run: cold <= 0.6 x previous, warm <= 10 s,
+of the rework are evaluated from the same run: cold <= 0.6 x previous, warm <= 10 s,
 analysis edit <= 0.5 x previous.
 
 ``results["build"]["steps"]`` keeps the current copy's cold, warm and prose (and
@@ -59,7 +59,7 @@ LANGS = ("en", "zh")
 PROSE_PAGE = "rope"  # docs/en/rope.md gets one sentence more
 LIBRARY_FILE = "posenc/sinusoidal.py"  # one function's docstring gets one line more
 ANALYSIS_FILE = "posenc/analysis/uniqueness.py"  # the "edit one analysis module" step
-#: The last commit before issue 16 changed the build; its build configuration files.
+#: The last commit before the build's rework; its build configuration files.
 BASELINE_COMMIT = "60762bb"
 BASELINE_FILES = ("conf.py", "docs/_ext/posenc_book.py")
 #: Issue 16's goals: (step, kind, limit).  "ratio": current / previous wall time.

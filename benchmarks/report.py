@@ -53,7 +53,7 @@ def _table(header: list[str], rows: list[list[str]], align: str | None = None) -
 
 
 def _has_copy_ratio(case: dict) -> bool:
-    """Whether the case reports times against ``copy_`` too (results since issue 16)."""
+    """Whether the case reports times against ``copy_`` too (newer results)."""
     return any("vs_copy" in c for c in case["candidates"])
 
 
@@ -139,7 +139,7 @@ def write_markdown(r: dict) -> str:
                 if same and same[1] and same[1:] != [a, b]:
                     extra += (f"; same layout: {_x(same[0])} ({LABELS.get(same[1], same[1])} ÷ "
                               f"{LABELS.get(same[2], same[2])})")
-            if f.get("measured_by"):  # which candidate the value is (issue 16)
+            if f.get("measured_by"):  # which candidate the value is
                 extra = f" ({LABELS.get(f['measured_by'], f['measured_by'])})"
             rows.append([titles.get(f["case"], f["case"]),
                          FLOOR_TITLES[f["id"]].format(t=f["threshold"]),
@@ -220,7 +220,7 @@ def write_markdown(r: dict) -> str:
                                    for lang in b["languages"])])
         out.append(_table(["build", "total s", *[f"{lang} s" for lang in b["languages"]],
                            "pages executed"], rows, "lrrrl"))
-        if b.get("previous"):  # issue 16: side by side with the previous configuration
+        if b.get("previous"):  # side by side with the previous configuration
             from benchmarks.build import comparison_markdown
 
             out.append(comparison_markdown(b))

@@ -72,7 +72,7 @@ QUICK_SIN_CASES = ((16, 8, 1),)
 #: The floors.  Times are per-call medians of the same run.
 FLOOR_INTERLEAVED_VS_CLONE = 1.3  # posenc interleaved time / clone time must be <= this
 FLOOR_HALF_VS_ROTATE_HALF = 1.7  # rotate_half time / posenc half time must be >= this
-#: issue 16: posenc in place or with ``out=`` (the better of the two) against
+#: posenc in place or with ``out=`` (the better of the two) against
 #: ``out.copy_(x)`` into a preallocated tensor, per dtype and layout: time ratio <= this.
 FLOOR_INTO_VS_COPY = {"float32": {"interleaved": 1.5, "half": 2.5},
                       "bfloat16": {"interleaved": 3.0, "half": 3.0}}

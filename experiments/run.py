@@ -128,7 +128,7 @@ CPU = {
                  "arms": ["plain", "pi", "ntk", "yarn"],
                  "probe": {"depths": [0.1, 0.5, 0.9], "n": 32, "seed": 0}},
     # every encoding, five seeds (the budget claims sat at the edge of the correction with
-    # three), half and twice the steps (issue 31's budget study)
+    # three), half and twice the steps (the budget study)
     "budget": {"encodings": list(ENCODINGS), "seeds": [0, 1, 2, 3, 4], "multipliers": [0.5, 2.0]},
     # models trained at 2 L and 4 L with the same bytes per step, a reference at every
     # evaluation length up to 4 L: what longer context is worth (ten seeds: with three, a

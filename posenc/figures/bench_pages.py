@@ -742,7 +742,7 @@ def bench_yardstick_table(results, case_ids=None):
 
 
 def bench_build_comparison_table(results):
-    """The book's build now against the configuration before issue 16, side by side.
+    """The book's build now against the configuration before its rework, side by side.
 
     One row per build (cold, warm, one analysis module edited): wall seconds in the
     previous configuration and now, their ratio, the CPU seconds and the pages executed

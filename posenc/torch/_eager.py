@@ -113,9 +113,8 @@ def _rotate_half_torch(x, cos, sin, r, tables=None):
 #: worth their Python: three kernels over the whole tensor are quicker.
 _SMALL = 1 << 15
 
-#: Elements per block of the blocked float16/bfloat16 path (2 MiB of float32 scratch: on
-#: the 2-core AMD EPYC the benchmarks ran on, 2**19 was fastest of 2**15 .. 2**20; smaller
-#: blocks pay PyTorch's per-operation overhead more often).
+#: Elements per block of the blocked float16/bfloat16 path (2 MiB of float32 scratch;
+#: smaller blocks pay PyTorch's per-operation overhead more often; the bench chose it).
 _LOWP_BLOCK = 1 << 19
 
 
@@ -207,11 +206,9 @@ def _rotate_functional(x, cos, sin, r, layout, rot_off=0):
 
 
 #: Elements per block of the in-place/``out=`` paths: a block of ``x``, of ``out`` and of
-#: the scratch (about 6 MiB for float32) stays in the 32 MiB L3 cache of the AMD EPYC the
-#: benchmarks ran on while the three or four kernels of the block run over it.  On that
-#: shared 2-core machine, timings of 2**15 .. 2**19 did not separate beyond the noise;
-#: fewer, larger blocks pay PyTorch's per-operation overhead (and the wait for a busy
-#: second thread at the end of every operation) less often, as for ``_LOWP_BLOCK``.
+#: the scratch (about 6 MiB for float32) stays in a last-level cache while the three or
+#: four kernels of the block run over it; fewer, larger blocks pay PyTorch's
+#: per-operation overhead less often, as for ``_LOWP_BLOCK``.
 _INTO_BLOCK = 1 << 19
 
 #: Per-thread scratch of the blocked in-place/``out=`` paths, keyed by dtype: at most

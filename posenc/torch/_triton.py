@@ -57,9 +57,9 @@ __all__ = ["interpreting", "launch_rope"]
 #: modulo 2 pi in float64 and its cosine and sine taken in float32 with the reduction's
 #: remainder as a first-order correction (a few float64 operations per angle instead of
 #: some eighty); ``warps``, the warps of a program (None: 4, or 8 for tiles of 8,192
-#: elements and more).  Chosen by benchmarks/gpu.py's sweep on an H100 (the committed
-#: benchmarks/results-gpu.json records the configuration it measured, and a test checks
-#: that it is this one).
+#: elements and more).  Chosen by benchmarks/gpu.py's sweep (benchmarks/results-gpu.json
+#: records the configuration and the device it measured, and a test checks that it is
+#: this one).
 CONFIG: dict[int, dict] = {
     2: {"tile": 4096, "heads": 8, "trig": 32, "warps": 2},
     4: {"tile": 8192, "heads": 16, "trig": 32, "warps": 2},

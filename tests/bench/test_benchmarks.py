@@ -221,7 +221,7 @@ def test_in_place_and_out_floors_take_the_better_of_the_two_against_copy():
     floors = {f["id"]: f for f in run.evaluate_floors([{**_case(times), "dtype": "bfloat16"}])}
     assert not floors["interleaved_into_vs_copy"]["passed"]
     assert floors["half_into_vs_copy"]["passed"] and floors["half_into_vs_copy"]["threshold"] == 3
-    # results without those candidates (written before issue 16) get no such floor
+    # results without those candidates (written before the in-place floors) get no such floor
     old = {k: v for k, v in times.items() if "_out" not in k and "inplace" not in k}
     assert len(run.evaluate_floors([{**_case(old), "dtype": "float32"}])) == 3
 
@@ -279,7 +279,7 @@ def test_results_schema(results):
         names = {c["name"] for c in case["candidates"]}
         required = {c.name for c in peers.CANDIDATES if c.kind != "compiled"}
         if not any("vs_copy" in c for c in case["candidates"]):
-            # written by the harness before issue 16 (no copy_ ratios, no in-place/out=
+            # written by the harness before the in-place floors (no copy_ ratios, no in-place/out=
             # candidates); results from the current harness must have them all
             required -= {c.name for c in peers.CANDIDATES if c.kind == "posenc_into"}
         assert required <= names
@@ -308,7 +308,7 @@ def _cand(case, name):
 
 def test_committed_floors_follow_from_the_committed_times(results):
     assert run.evaluate_floors(results["rope"]) == results["floors"]
-    # three per case, and two more (in place or out= against copy_, issue 16) for each
+    # three per case, and two more (in place or out= against copy_) for each
     # case that timed those candidates
     into = sum(any(c["kind"] == "posenc_into" for c in case["candidates"])
                and case["dtype"] in run.FLOOR_INTO_VS_COPY for case in results["rope"])
@@ -327,7 +327,7 @@ def test_the_harness_runs_end_to_end(tmp_path):
     out = json.loads((tmp_path / "results.json").read_text())
     assert out["quick"] and out["rope"][0]["candidates"][0]["name"] == "clone"
     assert "| posenc, half |" in (tmp_path / "results.md").read_text()
-    # issue 16: both yardsticks for every path, and the in-place/out= floors
+    # both yardsticks for every path, and the in-place/out= floors
     for c in out["rope"][0]["candidates"]:
         assert c["vs_clone"] > 0 and c["vs_copy"] > 0
     ids = {f["id"] for f in out["floors"]}

@@ -1,4 +1,4 @@
-"""The wrong answers of issue 32, each read as transformers 5.23 reads it, and hostile files.
+"""Configs that were once read wrongly, each read as transformers 5.23 reads it, and hostile files.
 
 Every case here gave a wrong description with exit status 0, or a traceback, before
 posenc/atlas/_families.py: Gemma 3's local base and layer pattern, Phi-3's top-level

@@ -1,4 +1,4 @@
-"""The fused Triton kernel (posenc.torch._triton) and its custom operators (issue 30).
+"""The fused Triton kernel (posenc.torch._triton) and its custom operators.
 
 Every variant is checked against the float64 NumPy reference (:func:`posenc.apply_rope`
 on float64 arrays): both layouts, float32/float16/bfloat16, rotary widths below the head
@@ -285,7 +285,7 @@ def test_backend_errors_name_the_rule():
 
 def test_compiled_model_calls_one_opaque_operator():
     """Inside torch.compile the module is one call of posenc::rope_qk: the compiler gets
-    no float64 angle arithmetic to inline into its loops (issue 30's third cause)."""
+    no float64 angle arithmetic to inline into its loops."""
     graphs = []
 
     def backend(gm, example_inputs):

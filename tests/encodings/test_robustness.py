@@ -1,4 +1,4 @@
-"""The torch paths survive the ways real models are built, trained and served (issue 11).
+"""The torch paths survive the ways real models are built, trained and served.
 
 One section per class of failure: module lifecycle (meta-device init, float64), memory
 bounded by the input, runtime contexts (inference mode, threads, torch.compile and

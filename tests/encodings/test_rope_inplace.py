@@ -1,10 +1,10 @@
-"""RoPE written into a given output: ``apply_rope(x, out=...)`` and ``apply_rope_(x)`` (issue 16).
+"""RoPE written into a given output: ``apply_rope(x, out=...)`` and ``apply_rope_(x)``.
 
 The results are those of :func:`posenc.apply_rope` out of place, bit for bit where the
 same kernels run (every eager path on the CPU); every bad ``out`` is refused with a
 ValueError or TypeError naming it; aliasing follows one rule (``out`` is ``x`` itself or
 shares no memory with it); autograd follows PyTorch's rules for in-place operations;
-float16/bfloat16 keep their single rounding; and the guarantees of issue 11 (meta
+float16/bfloat16 keep their single rounding; and the torch guarantees (meta
 tensors, inference mode, ``torch.compile`` with ``fullgraph``, ``torch.func``) hold.
 """
 
@@ -351,7 +351,7 @@ def test_out_that_requires_grad_is_overwritten_with_history():
     torch.testing.assert_close(x.grad, apply_rope(torch.ones(2, 4), -torch.arange(2)))
 
 
-# -- the guarantees of issue 11 ------------------------------------------------------------
+# -- the torch guarantees ------------------------------------------------------------------
 
 
 def test_meta_tensors_are_a_shape_only_pass():

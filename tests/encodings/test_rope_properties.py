@@ -1,4 +1,4 @@
-"""A property test of the torch paths of RoPE against a float64 reference (issue 11).
+"""A property test of the torch paths of RoPE against a float64 reference.
 
 Hypothesis draws shapes (size 0 included), memory layouts (contiguous, an odd storage
 offset, transposed, strided, expanded), dtypes, pair layouts, rotary widths, bases and

@@ -1,4 +1,4 @@
-"""Property tests over the public torch entry points (issue 26).
+"""Property tests over the public torch entry points.
 
 Hypothesis draws shapes (size 0 included: no batch, no heads, no tokens), dtypes
 (float64, float32, float16, bfloat16), layouts, rotated widths and per-sample positions,

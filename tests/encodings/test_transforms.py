@@ -1,4 +1,4 @@
-"""Every torch entry point under the transforms a real model applies (issue 26).
+"""Every torch entry point under the transforms a real model applies.
 
 Three classes of failure, each found by probing commit 8049155 (every test here but
 ``test_longrope_exported_switches_per_call``, a guard, fails there; checked by running

@@ -1,4 +1,4 @@
-"""posenc ships like a library (issue 26; the clean install of issue 20, item 5).
+"""posenc ships like a library, and installs clean.
 
 ``python -m build --no-isolation`` makes an sdist and then a wheel *from that sdist* (so
 the sdist is shown to build), and the tests read both: the wheel holds the package and

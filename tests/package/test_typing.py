@@ -1,4 +1,4 @@
-"""The public API is typed, and the pinned type checker is clean on ``posenc/`` (issue 26).
+"""The public API is typed, and the pinned type checker is clean on ``posenc/``.
 
 * Every public function, constructor and ``forward``/``__call__`` (``posenc.__all__`` and
   ``posenc.torch.__all__``) annotates every parameter and its return.

@@ -810,7 +810,7 @@ def close_calls(results) -> list[dict]:
     """The claims of :func:`claim_family` too close to rank on the protocol's own seeds
     (``config["seeds"]``, five in the full tier): the two sides' means at the claim's
     length (each side at its own) differ by no more than the larger of the two sides'
-    standard deviations over those seeds.  The protocol's rule (issue 31) gives every such
+    standard deviations over those seeds.  The protocol's rule gives every such
     comparison ten seeds (``lm_more_seeds``, ``references.seeds``,
     ``finetune_more_seeds``); the chapter's tests hold the results to it.  Each:
     ``name``, ``gap`` (the absolute difference of the means), ``sd`` (the larger standard
