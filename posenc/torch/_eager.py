@@ -34,14 +34,15 @@ def _functional_mode(x):
     ``TorchDispatchMode`` (fake tensors must not enter the cache), and for meta tensors
     (no values).  In plain eager code it costs a few attribute reads.
     """
-    if torch.compiler.is_compiling():
-        return True
-    return (
-        x.is_meta
-        or torch._C._are_functorch_transforms_active()
-        or torch.autograd.forward_ad._current_level >= 0
-        or torch._C._len_torch_dispatch_stack() > 0
-    )
+    return torch.compiler.is_compiling() or x.is_meta or _transformed()
+
+
+def _transformed():
+    """Whether a ``torch.func`` transform, forward-mode AD or a ``TorchDispatchMode`` is
+    active: the calls whose tensors may not be read, written in place or cached."""
+    return (torch._C._are_functorch_transforms_active()
+            or torch.autograd.forward_ad._current_level >= 0
+            or torch._C._len_torch_dispatch_stack() > 0)
 
 
 def _as_complex_pairs(t, r):

@@ -36,7 +36,7 @@ import os
 import numpy as np
 import torch
 
-from ._eager import _rotate_functional
+from ._eager import _rotate_functional, _transformed
 from ._tables import _compute_dtype
 
 __all__ = ["available", "freq_buffer", "rope_one", "rope_one_inplace", "rope_qk", "rope_qk_inplace",
@@ -327,9 +327,7 @@ def fused_eligible(x) -> bool:
         return False
     if torch.compiler.is_compiling():
         return True
-    return not (torch._C._are_functorch_transforms_active()
-                or torch.autograd.forward_ad._current_level >= 0
-                or torch._C._len_torch_dispatch_stack() > 0)
+    return not _transformed()
 
 
 def apply_rope_fused(x, positions, base, layout, r, inplace):

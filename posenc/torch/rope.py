@@ -76,7 +76,7 @@ from .._validation import (
 from ..rope import apply_rope
 from ..sinusoidal import inverse_frequencies
 from . import _fused
-from ._eager import _functional_mode, _rotate_eager, _rotate_functional
+from ._eager import _functional_mode, _rotate_eager, _rotate_functional, _transformed
 from ._tables import _compute_dtype, _positions_float64, _tensor_tables
 
 __all__ = ["RotaryEmbedding", "compiled_apply_rope"]
@@ -886,17 +886,22 @@ class RotaryEmbedding(nn.Module):
     def _decode_step(self, q, k, positions):
         """The common eager call with a few positions (a decoding step), or None.
 
-        Eager float32 CPU tensors of width ``dim``, an int64 CPU tensor of at most 8
-        positions inside the table, a static rope type, no transform active: the same
-        products as the table path (two ``addcmul`` and a ``cat``, or one complex
-        multiply), with the checks done once and no intermediate layers.  Anything else
-        returns None and takes the general path, which checks and explains.
+        Eager float32, float16 or bfloat16 CPU tensors of width ``dim``, an int64 CPU
+        tensor of at most 8 positions ``(seq,)`` or ``(batch, seq)`` inside the table, a
+        static rope type, no transform active: the same products as the table path (two
+        ``addcmul`` and a ``cat``, or one complex multiply, in float32), with the checks
+        done once and no intermediate layers.  Anything else returns None and takes the
+        general path, which checks and explains.
         """
         if not (type(q) is torch.Tensor and type(k) is torch.Tensor  # noqa: E721
                 and type(positions) is torch.Tensor):  # noqa: E721
             return None
         cos, sin = self.cos, self.sin
-        if (positions.dtype != torch.int64 or positions.ndim != 1 or positions.is_cuda
+        rows = positions.ndim == 2
+        if rows and not (q.ndim == 4 and k.ndim == 4 and positions.shape[0] == q.shape[0]
+                         == k.shape[0]):
+            return None
+        if (positions.dtype != torch.int64 or positions.ndim not in (1, 2) or positions.is_cuda
                 or q.dtype not in _DECODE_DTYPES or k.dtype != q.dtype
                 or q.device.type != "cpu" or k.device.type != "cpu" or positions.is_meta
                 or cos.device.type != "cpu" or self.rope_type in ("dynamic", "longrope")
@@ -904,17 +909,17 @@ class RotaryEmbedding(nn.Module):
             return None
         seq, d = q.shape[-2:] if q.ndim >= 2 else (-1, -1)
         if (d != self.dim or k.ndim < 2 or k.shape[-1] != d or k.shape[-2] != seq
-                or positions.shape[0] != seq or seq > 8 or seq == 0):
+                or positions.shape[-1] != seq or seq > 8 or seq == 0):
             return None
-        if (torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active()
-                or torch.autograd.forward_ad._current_level >= 0
-                or torch._C._len_torch_dispatch_stack() > 0):
+        if torch.compiler.is_compiling() or _transformed():
             return None
-        pos = positions.tolist()
+        pos = positions.reshape(-1).tolist()
         lo, hi = min(pos), max(pos)
         if lo < 0 or hi >= min(cos.shape[0], sin.shape[0]):
             return None
-        if hi - lo == seq - 1 and pos[0] == lo and pos[-1] == hi:  # a run: views
+        if rows:  # one row per sample, broadcast over the heads
+            c, s_ = cos[positions].unsqueeze(1), sin[positions].unsqueeze(1)
+        elif hi - lo == seq - 1 and pos[0] == lo and pos[-1] == hi:  # a run: views
             c, s_ = cos[lo:hi + 1], sin[lo:hi + 1]
         else:
             c, s_ = cos[positions], sin[positions]
@@ -958,9 +963,7 @@ class RotaryEmbedding(nn.Module):
             )
         if torch.compiler.is_compiling():
             return self.rope_type not in ("dynamic", "longrope")
-        return not (torch._C._are_functorch_transforms_active()
-                    or torch.autograd.forward_ad._current_level >= 0
-                    or torch._C._len_torch_dispatch_stack() > 0)
+        return not _transformed()
 
     def _freq_buffer(self, device, inv_freq=None):
         """The kernel's float64 (frequencies, attention factor) on ``device``: the
