@@ -446,17 +446,26 @@ def run_decode(quick: bool) -> dict:
     """A decoding step's host overhead (:mod:`benchmarks.decode`), one thread."""
     import torch
 
-    from benchmarks.decode import bench_decode
+    from benchmarks.decode import bench_decode, bench_paths
 
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    out = {}
     try:
+        torch.set_num_threads(1)
         out = bench_decode(quick)
+        out["paths"] = {}
+        for n in (1, THREADS):
+            torch.set_num_threads(n)
+            out["paths"][str(n)] = bench_paths(quick)
     finally:
         torch.set_num_threads(threads)
     out["load_average"] = list(os.getloadavg())
     log(f"decode: posenc {out['median_us']['posenc']:.1f} us, rotate_half "
         f"{out['median_us']['rotate_half']:.1f} us, ratio {out['ratio']:.2f}")
+    for n, cases in out["paths"].items():
+        for c in cases:
+            log(f"  {n} thread(s) {c['id']}: posenc/formula {c['ratio']:.2f} "
+                f"(floor {c['floor']}, {'PASS' if c['passed'] else 'FAIL'})")
     return out
 
 
