@@ -172,24 +172,29 @@ class ModelDescription:
 
     def span(self, layer: LayerRope) -> int | None:
         """How many positions a query of ``layer`` can see: its sliding window or chunk,
-        else the training length (None when the config gives none).
+        or the training length where that is shorter or the layer is global (None when
+        the config gives neither).
 
         A causal sliding window of :math:`W` tokens (transformers: key :math:`j` is seen by
         query :math:`i` when :math:`i - W < j \\le i`) and a chunk of :math:`W` tokens
         (Llama 4: query and key in the same chunk) both bound the query-key offset by
-        :math:`W - 1`; a global layer's offsets are bounded by the context, here the
-        training length.  So the largest offset RoPE meets in this layer is
-        ``span(layer) - 1``.
+        :math:`W - 1`; every layer's offsets are also bounded by the context, here the
+        training length (Phi-3.5-mini's window of 262,144 tokens is longer than its 4,096).
+        So the largest offset RoPE meets in this layer is ``span(layer) - 1``.
         """
-        if not isinstance(layer, LayerRope):
-            raise TypeError(f"layer must be a LayerRope, got {type(layer).__name__}")
-        if layer.window is not None:
+        if self._bounded_by_window(layer):
             return layer.window
         return self.training_length
 
+    def _bounded_by_window(self, layer: LayerRope) -> bool:
+        if not isinstance(layer, LayerRope):
+            raise TypeError(f"layer must be a LayerRope, got {type(layer).__name__}")
+        length = self.training_length
+        return layer.window is not None and (length is None or layer.window <= length)
+
     def span_kind(self, layer: LayerRope) -> str:
         """What bounds :meth:`span`: ``"window"``, ``"chunk"`` or ``"training length"``."""
-        if layer.window is None:
+        if not self._bounded_by_window(layer):
             return "training length"
         return "chunk" if layer.window_kind == "chunked" else "window"
 

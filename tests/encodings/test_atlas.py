@@ -21,7 +21,8 @@ import pytest
 
 from posenc import rope_frequencies
 from posenc.__main__ import main
-from posenc.atlas import ATLAS_DIR, atlas, atlas_entry, atlas_names, describe_config
+from posenc.atlas import (ATLAS_DIR, atlas, atlas_entry, atlas_names, describe_config,
+                          format_description)
 
 NAMES = atlas_names()
 
@@ -206,6 +207,19 @@ def test_span_is_the_window_the_chunk_or_the_training_length():
                              "max_position_embeddings": n})
         assert d.span(d.layers[0]) == window and d.row()["largest_offset"] == window - 1
         assert d.span_kind(d.layers[0]) == "window"
+
+
+def test_a_window_longer_than_the_training_length_does_not_bound_the_span():
+    zoo = Path(__file__).resolve().parents[1] / "zoo"
+    phi = describe_config(json.loads((zoo / "phi-3.5-mini" / "config.json").read_text()))
+    row = phi.row()
+    assert phi.layers[0].window == 262_144 and phi.training_length == 4096
+    assert (row["span"], row["largest_offset"], row["span_kind"]) == (4096, 4095, "training length")
+    assert row["pairs_turning"] == phi.layers[0].pairs_turning_within(4096)
+    assert "bounded by the training length" in format_description(phi, "en")
+    d = describe_config({"head_dim": 8, "rope_theta": 1e4, "sliding_window": 100,
+                         "max_position_embeddings": 64})
+    assert d.span(d.layers[0]) == 64 and d.span_kind(d.layers[0]) == "training length"
 
 
 def test_mistral_sees_4095_and_llama4_8191():
