@@ -221,7 +221,9 @@ class ModelDescription:
         ``span``, ``largest_offset``, ``longest_wavelength_over_span`` and
         ``pairs_turning`` are those of :attr:`reach`, the RoPE layer type that sees the
         furthest, measured against :meth:`span`: a sliding window, a chunk, or the training
-        length.
+        length.  ``longest_wavelength_pretrained`` is that layer type's slowest wavelength
+        without the long-context rule, ``longest_wavelength_scaled`` with it (at the
+        configured length).
         """
         g = self.global_rope
         length = self.training_length
@@ -239,7 +241,8 @@ class ModelDescription:
             "original_length": length,
             "max_length": self.max_position_embeddings,
             "layers": self.pattern(),
-            "longest_wavelength": reach.longest_wavelength(scaled=False),
+            "longest_wavelength_pretrained": reach.longest_wavelength(scaled=False),
+            "longest_wavelength_scaled": reach.longest_wavelength(scaled=True),
             "span": span,
             "span_kind": self.span_kind(reach),
             "largest_offset": None if span is None else span - 1,
@@ -844,6 +847,11 @@ def _fmt_len(n):
     return "-" if n is None else f"{n:,}"
 
 
+def _same_length(r):
+    """Whether the scaled and the pretrained longest wavelength print alike."""
+    return round(r["longest_wavelength_scaled"]) == round(r["longest_wavelength_pretrained"])
+
+
 def format_description(d: ModelDescription, language: str | None = None) -> str:
     """A few lines of text for the terminal (what ``python -m posenc inspect`` prints).
 
@@ -868,7 +876,9 @@ def format_description(d: ModelDescription, language: str | None = None) -> str:
         f"  lengths           original {_fmt_len(r['original_length'])}, "
         f"configured {_fmt_len(r['max_length'])}",
         f"  layers            {r['layers']}",
-        f"  longest wavelength {r['longest_wavelength']:,.0f} tokens",
+        f"  longest wavelength {r['longest_wavelength_pretrained']:,.0f} tokens as pretrained"
+        + ("" if _same_length(r) else
+           f", {r['longest_wavelength_scaled']:,.0f} with the {r['scaling']} rule"),
     ]
     if r["span"] is not None:
         lines.append(
@@ -933,7 +943,9 @@ def _format_description_zh(d: ModelDescription, r: dict[str, Any]) -> str:
         line("长度", f"原始 {_fmt_len(r['original_length'])}，"
                    f"配置 {_fmt_len(r['max_length'])}"),
         line("层", _layers_zh(d)),
-        line("最长波长", f"{r['longest_wavelength']:,.0f} 个词元"),
+        line("最长波长", f"预训练时 {r['longest_wavelength_pretrained']:,.0f} 个词元"
+                     + ("" if _same_length(r) else
+                        f"，按 {r['scaling']} 规则缩放后 {r['longest_wavelength_scaled']:,.0f} 个")),
     ]
     if r["span"] is not None:
         bound = _SPAN_KIND_ZH.get(str(r["span_kind"]), str(r["span_kind"]))

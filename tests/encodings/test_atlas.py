@@ -222,6 +222,24 @@ def test_a_window_longer_than_the_training_length_does_not_bound_the_span():
     assert d.span(d.layers[0]) == 64 and d.span_kind(d.layers[0]) == "training length"
 
 
+def test_longest_wavelength_is_labelled_and_the_scaled_one_printed_beside_it(capsys):
+    zoo = Path(__file__).resolve().parents[1] / "zoo"
+    assert main(["inspect", str(zoo / "llama-3.1-8b" / "config.json"), "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    pretrained = 2 * np.pi * 500_000.0 ** (126 / 128)
+    assert row["longest_wavelength_pretrained"] == pytest.approx(pretrained, rel=1e-12)
+    assert row["longest_wavelength_scaled"] == pytest.approx(8 * pretrained, rel=1e-12)
+    d = describe_config(json.loads((zoo / "llama-3.1-8b" / "config.json").read_text()))
+    scaled = f"{8 * pretrained:,.0f}"
+    assert (f"longest wavelength {pretrained:,.0f} tokens as pretrained, {scaled} with the "
+            "llama3 x8 rule") in format_description(d, "en")
+    assert f"预训练时 {pretrained:,.0f} 个词元，按 llama3 x8 规则缩放后 {scaled} 个" in (
+        format_description(d, "zh"))
+    plain = describe_config({"head_dim": 8, "rope_theta": 100.0})
+    lines = format_description(plain, "en").splitlines()
+    assert "  longest wavelength 199 tokens as pretrained" in lines
+
+
 def test_mistral_sees_4095_and_llama4_8191():
     mistral = describe_config(atlas_entry("mistral-7b")["config"])
     row = mistral.row()
