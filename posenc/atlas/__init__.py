@@ -626,6 +626,15 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
     notes: list[str] = []
     if model_type is not None:
         notes.insert(0, f"read as transformers 5.23 reads model_type {model_type!r}")
+    else:
+        notes.insert(0, "no model_type: keys read as written (absent rope_theta 10000, no "
+                        "window); transformers 5.23's AutoConfig refuses such a file")
+    for p in ([params[layer.layer_type] for layer in layers] if nested else [params]):
+        if p["rope_type"] == "llama3" and p["low_freq_factor"] == p["high_freq_factor"]:
+            step = (p.get("original_max_position_embeddings") or max_len) / p["low_freq_factor"]
+            notes.append(f"llama3 with low_freq_factor = high_freq_factor: a step, pairs of "
+                         f"wavelength above {step:,.0f} divided by the factor (transformers "
+                         f"warns and computes the same)")
     if config.get("_query_scaling") is not None:
         notes.append(f"queries are scaled with position past the original length "
                      f"(rope_parameters['llama_4_scaling_beta'] = {config['_query_scaling']:g})")
@@ -900,6 +909,15 @@ def format_description(d: ModelDescription, language: str | None = None) -> str:
 
 # The notes describe_config writes, in Chinese (a note not listed stays as written).
 _NOTES_ZH = (
+    (re.compile(r"no model_type: keys read as written \(absent rope_theta 10000, no window\); "
+                r"transformers 5\.23's AutoConfig refuses such a file"),
+     "没有 model_type：各键按原样读取（缺省的 rope_theta 取 10000，无窗口）；"
+     "transformers 5.23 的 AutoConfig 拒绝读取这样的文件"),
+    (re.compile(r"llama3 with low_freq_factor = high_freq_factor: a step, pairs of wavelength "
+                r"above ([\d,]+) divided by the factor \(transformers warns and computes the "
+                r"same\)"),
+     r"llama3 的 low_freq_factor 与 high_freq_factor 相等：缩放是一个阶跃，波长超过 \1 的"
+     r"维度对除以缩放倍数（transformers 会警告，算出的结果相同）"),
     (re.compile(r"read as transformers 5\.23 reads model_type ('[^']*')"),
      r"按 transformers 5.23 读 model_type \1 的规则读取"),
     (re.compile(r"MLA: (\d+) of (\d+) query/key features rotated"),
