@@ -425,5 +425,26 @@ def test_cli_runs_as_a_module(tmp_path):
     assert done.returncode == 0 and "rope type" in done.stdout
 
 
+def test_cli_help_is_plain_text(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert info.value.code == 0 and "python -m posenc inspect config.json: what" in out
+    assert "``" not in out and ":func:" not in out
+
+
+def test_cli_ends_quietly_when_the_reader_stops_early(tmp_path):
+    """``python -m posenc inspect X | head -2``: no BrokenPipeError traceback."""
+    read, write = os.pipe()
+    os.close(read)  # a reader that has gone: every write fails with EPIPE
+    try:
+        done = subprocess.run([os.sys.executable, "-m", "posenc", "inspect",
+                               str(ATLAS_DIR / "llama-3.1-8b.json")],
+                              stdout=write, stderr=subprocess.PIPE, text=True, check=False)
+    finally:
+        os.close(write)
+    assert done.returncode == 1 and done.stderr == ""
+
+
 def test_atlas_returns_every_entry():
     assert [d.name for d in atlas()] == [atlas_entry(n)["name"] for n in NAMES]

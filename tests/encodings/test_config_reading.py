@@ -185,8 +185,13 @@ def test_plot_without_matplotlib_says_how_to_install(tmp_path, capsys, monkeypat
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib fails
     status = main(["inspect", str(ATLAS_DIR / "gemma-4-e2b.json"), "--plot",
                    str(tmp_path / "x.png")])
-    err = capsys.readouterr().err
-    assert status == 2 and "pip install 'posenc[figures]'" in err and "Traceback" not in err
+    out, err = capsys.readouterr()
+    assert status == 2 and out == "" and err.count("\n") == 1  # checked before printing
+    import tomllib
+
+    repo = tomllib.loads((ZOO.parents[1] / "pyproject.toml").read_text())["project"]["urls"]
+    assert (f'pip install "posenc[figures] @ git+{repo["Source"]}"' in err
+            and 'pip install ".[figures]"' in err and "Traceback" not in err)
     assert not (tmp_path / "x.png").exists()
 
 
