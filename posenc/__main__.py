@@ -1,15 +1,18 @@
-"""``python -m posenc inspect config.json``: what a model does with positions.
+"""python -m posenc inspect config.json: what a model does with positions.
 
 Prints the row :func:`posenc.atlas.describe_config` computes for a Hugging Face
-``config.json`` (or one of the atlas's files, ``posenc/atlas/data/*.json``) (``--json`` for machine-readable output, ``--plot FILE`` to save the
-spectrum figure).  Exit status 0 on success, 2 for a config it does not understand
-(the message says which key and why), as for a usage error.
+``config.json`` (or one of the atlas's files, ``posenc/atlas/data/*.json``) (``--json``
+for machine-readable output, ``--plot FILE`` to save the spectrum figure).  Exit status
+0 on success, 2 for a config it does not understand (the message says which key and
+why) or ``--plot`` without matplotlib, as for a usage error, and 1 when the reader of
+its output stops early (``| head``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 __all__ = ["main"]
@@ -29,6 +32,15 @@ def _parser():
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = _parser().parse_args(argv)
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print("posenc inspect: --plot needs matplotlib, which is not installed. Install "
+                  "posenc's figures extra: pip install \"posenc[figures] @ "
+                  "git+https://github.com/posenc/posenc\" (in a clone: pip install "
+                  "\".[figures]\").", file=sys.stderr)
+            return 2
     from .atlas import describe_config, format_description, load_config
 
     try:
@@ -48,20 +60,24 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(format_description(description))
     if args.plot:
-        try:
-            from .figures.models import model_spectrum_figure
+        from .figures.models import model_spectrum_figure
 
-            fig = model_spectrum_figure(description)
-        except ModuleNotFoundError as exc:
-            if exc.name is None or exc.name.split(".")[0] != "matplotlib":
-                raise
-            print("posenc inspect: --plot needs matplotlib, which is not installed: "
-                  "pip install 'posenc[figures]'", file=sys.stderr)
-            return 2
-        fig.savefig(args.plot)
+        model_spectrum_figure(description).savefig(args.plot)
         print(f"spectrum figure: {args.plot}")
     return 0
 
 
+def _run() -> int:
+    """:func:`main` for the shell: a reader that closes the pipe early ends it quietly."""
+    try:
+        status = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # what is left to print goes nowhere, so the flush at exit does not fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return status
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_run())

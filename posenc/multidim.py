@@ -675,28 +675,40 @@ def _is_real(v):
         v, (bool, np.bool_))
 
 
-def _exact_step(v):
-    """``v`` as an exact rational: a Fraction/int as is, a float as the simple fraction
-    (denominator <= 10**6) it rounds, if it is one to 1e-12 relative, else its exact value.
-
-    ``25 * (2 / 3)`` is the float 16.666666666666664, a hair below 50/3; multiplied by 3
-    and floored it gives 49 where the time is 50.  Read as 50/3 it gives 50.
-    """
+def _time_step(v):
+    """One video's step held as transformers' ``torch.arange(t) * time_interval`` holds it:
+    an int or Fraction exactly, a NumPy or torch float in its own dtype, a Python float
+    in float32 (torch's default dtype, which an integer tensor times a Python float gets)."""
     if isinstance(v, (numbers.Rational, np.integer)):
-        return Fraction(int(v.numerator), int(v.denominator)) if isinstance(
-            v, numbers.Rational) else Fraction(int(v))
-    exact = Fraction(float(v))
-    simple = exact.limit_denominator(1_000_000)
-    return simple if abs(simple - exact) <= abs(exact) * Fraction(1, 10**12) else exact
+        return Fraction(int(v)) if isinstance(v, np.integer) else Fraction(v)
+    step = v if isinstance(v, np.floating) else np.float32(v)
+    if not np.isfinite(step):
+        raise ValueError(f"time_step must be finite in {step.dtype}, got {v!r}. Pass a "
+                         "smaller step, or a numpy.float64.")
+    return step
+
+
+def _scalar(v):
+    """A 0-d array-like (a torch or NumPy scalar) as a NumPy scalar of its dtype."""
+    if _is_real(v) or not hasattr(v, "__array__"):
+        return v
+    try:
+        arr = np.asarray(v)
+    except TypeError:  # e.g. a bfloat16 tensor, which NumPy has no dtype for
+        raise TypeError(f"time_step must be an int, a Fraction or a float16/32/64 number, "
+                        f"got {v!r}. Convert it with .float() or .double().") from None
+    return arr[()] if arr.ndim == 0 else arr
 
 
 def _time_steps(time_step, n_videos):
-    """One positive finite time step per video, from a number or a sequence (as Fractions)."""
+    """One positive finite time step per video, from a number or a sequence (see _time_step)."""
+    time_step = _scalar(time_step)
     if _is_real(time_step):
         given = [time_step]
         values = given * n_videos
     elif isinstance(time_step, (list, tuple, np.ndarray)):
-        given = list(np.asarray(time_step, dtype=object).reshape(-1))
+        given = [_scalar(v) for v in (time_step.reshape(-1) if isinstance(time_step, np.ndarray)
+                                      else time_step)]
         if not all(_is_real(v) for v in given):
             raise TypeError(f"time_step must hold real numbers, got {time_step!r}")
         if len(given) != n_videos:
@@ -709,7 +721,7 @@ def _time_steps(time_step, n_videos):
     for v in given:
         if not math.isfinite(float(v)) or v <= 0:
             raise ValueError(f"time_step must be finite and > 0, got {v}")
-    return [_exact_step(v) for v in values]
+    return [_time_step(v) for v in values]
 
 
 def mrope_position_ids(segments: Sequence[int | tuple[int, ...]], *, start: int = 0,
@@ -736,15 +748,16 @@ def mrope_position_ids(segments: Sequence[int | tuple[int, ...]], *, start: int 
     follows a video starts one past its largest id, as the reference code of both models
     does.
 
-    The time ids are exact: ``floor(k * time_step)`` is taken in rational arithmetic,
-    with a float ``time_step`` read as the simple fraction it rounds (denominator up to
-    10**6, within 1e-12 relative; pass a :class:`fractions.Fraction` to say it exactly).
-    So ``time_step=25 * (2 / 3)`` gives group 3 the id 50, where the float product
-    ``3 * 16.666666666666664`` floors to 49.  transformers computes
-    ``(torch.arange(t) * time_interval).long()`` in floating point (float32, or float64
-    when ``second_per_grid_ts`` is a float64 tensor) and truncates, so its ids can be one
-    below (or, in float32, one above) the exact ones when ``k * time_step`` is an
-    integer that the float product misses.
+    The time id is computed as transformers' ``get_rope_index`` computes it,
+    ``(torch.arange(t) * time_interval).long()``, so it follows the precision of
+    ``time_step``: a Python float in float32 (what torch gives an integer tensor times a
+    Python float), a NumPy or torch float in its own dtype, an int or a
+    :class:`fractions.Fraction` exactly.  The processor passes ``second_per_grid_ts`` as a
+    float32 tensor: ``time_step=tokens_per_second * second_per_grid_ts[i]`` then gives
+    the model's ids.  Where ``k * time_step`` is an integer that the float product misses,
+    the float ids are one below or above the exact ones: for a group of 2/3 s at 25 ids
+    per second, group 3 gets 49 with a float64 ``second_per_grid_ts`` and 50 with a
+    float32 one or with ``Fraction(50, 3)``.
 
     Parameters
     ----------
@@ -753,9 +766,9 @@ def mrope_position_ids(segments: Sequence[int | tuple[int, ...]], *, start: int 
         triples ``(t, h, w)`` of positive ints (videos).
     start : int, keyword-only, default 0
         The id of the first token.
-    time_step : float, Fraction or a sequence of them, keyword-only, default 1.0
+    time_step : number, 0-d tensor or a sequence of them, keyword-only, default 1.0
         Time ids per temporal group, ``> 0``: one number for every video, or one per
-        video in order.
+        video in order (a 1-d tensor is such a sequence).
 
     Returns
     -------
@@ -782,9 +795,13 @@ def mrope_position_ids(segments: Sequence[int | tuple[int, ...]], *, start: int 
     >>> mrope_position_ids([1, (3, 1, 2), 1], time_step=2 * 2.0)[0].tolist()
     [0, 1, 1, 5, 5, 9, 9, 10]
 
-    Exact ids where the float product falls a hair short of an integer:
+    Where the float64 product falls a hair short of an integer, as transformers' own:
 
-    >>> mrope_position_ids([(4, 1, 1)], time_step=25 * (2 / 3))[0].tolist()
+    >>> import numpy as np
+    >>> from fractions import Fraction
+    >>> mrope_position_ids([(4, 1, 1)], time_step=25 * np.float64(2 / 3))[0].tolist()
+    [0, 16, 33, 49]
+    >>> mrope_position_ids([(4, 1, 1)], time_step=Fraction(50, 3))[0].tolist()
     [0, 16, 33, 50]
     """
     p = int(start) if isinstance(start, (numbers.Integral, np.integer)) and not isinstance(
@@ -816,7 +833,11 @@ def mrope_position_ids(segments: Sequence[int | tuple[int, ...]], *, start: int 
                       and v >= 1 for v in seg)):
             t, h, w = int(seg[0]), int(seg[1]), int(seg[2])
             rows, cols = grid_positions(h, w)
-            times = np.array([math.floor(k * steps[video]) for k in range(t)], dtype=np.int64)
+            step = steps[video]
+            if isinstance(step, Fraction):
+                times = np.array([math.floor(k * step) for k in range(t)], dtype=np.int64)
+            else:  # transformers: (torch.arange(t) * time_interval).long(), in step's dtype
+                times = (np.arange(t, dtype=step.dtype) * step).astype(np.int64)
             video += 1
             ids = np.stack([np.repeat(times, h * w), np.tile(rows, t), np.tile(cols, t)]) + p
             parts.append(ids)

@@ -121,10 +121,28 @@ def _nonnegative(params, name):
     return value
 
 
-def _required_factor(params):
+#: The longest context a ``factor`` may scale to: float64 counts positions exactly up to
+#: :math:`2^{53}`, the bound ``posenc inspect`` puts on ``max_position_embeddings`` too.
+_MAX_CONTEXT = 2 ** 53
+
+
+def _bounded(factor, original):
+    """``factor`` if the context it scales to (``factor * original``) is at most 2**53."""
+    if factor * (1 if original is None else original) > _MAX_CONTEXT:
+        length = "at least 1 token" if original is None else f"the original {original:,} tokens"
+        raise ValueError(
+            f"the context {_key('factor')} scales to (factor x {length}) must be at most "
+            f"2**53 = {_MAX_CONTEXT:,} tokens, the longest whose positions float64 counts "
+            f"exactly, got factor {factor:g}. "
+            "Set factor to the extended context length over the original one."
+        )
+    return factor
+
+
+def _required_factor(params, original=None):
     if params.get("factor") is None:
         raise ValueError(f"{_key('factor')} is required for rope_type {params['rope_type']!r}")
-    return _positive(params, "factor")
+    return _bounded(_positive(params, "factor"), original)
 
 
 def _original_length(params, max_position_embeddings):
@@ -144,7 +162,7 @@ def _original_length(params, max_position_embeddings):
 def _derived_factor(params, original, max_position_embeddings):
     """``factor``, or ``max_position_embeddings / original`` when absent (yarn, longrope)."""
     if params.get("factor") is not None:
-        return _positive(params, "factor")
+        return _bounded(_positive(params, "factor"), original)
     if max_position_embeddings is None:
         raise ValueError(
             f"{_key('factor')} is required for rope_type {params['rope_type']!r} unless "
@@ -212,7 +230,7 @@ def _dynamic(dim, params, seq_len, max_position_embeddings):
     :math:`b'^{-(d-2)/d} = b^{-(d-2)/d} / (sn/L - s + 1)` exactly interpolated, while pair
     0 (frequency 1) is not touched.  For :math:`n \le L` this is the default RoPE.
     """
-    factor = _required_factor(params)
+    factor = _required_factor(params, max_position_embeddings)
     if max_position_embeddings is None:
         raise ValueError(
             "rope_type 'dynamic' needs max_position_embeddings (the length it rescales from)"
@@ -342,8 +360,8 @@ def _llama3(dim, params, seq_len, max_position_embeddings):
     ``factor`` 16 with both factors 1 (``models/llama4/args.py`` in meta-llama/llama-models),
     which transformers accepts with a warning.
     """
-    factor = _required_factor(params)
     original = _original_length(params, max_position_embeddings)
+    factor = _required_factor(params, original)
     low_freq_factor = _positive(params, "low_freq_factor")
     high_freq_factor = _positive(params, "high_freq_factor")
     for name, value in (
@@ -390,7 +408,7 @@ def _proportional(dim, params, seq_len, max_position_embeddings):
     remaining pairs have frequency 0: they do not turn at all (no position information),
     while keeping cos/sin tables the width of the head.
     """
-    factor = _positive(params, "factor", 1.0)
+    factor = _bounded(_positive(params, "factor", 1.0), None)
     fraction = params.get("partial_rotary_factor")
     fraction = 1.0 if fraction is None else fraction
     rotated = int(fraction * dim // 2)  # transformers' int(rope_proportion * head_dim // 2)
@@ -575,7 +593,8 @@ def rope_frequencies(dim: int, rope_parameters: Mapping[str, Any] | None = None,
     ValueError
         If ``dim`` is odd or ``< 2``; ``rope_type`` is unknown; a key is not read by that
         ``rope_type``; a required key is missing; ``factor`` (or another scale) is
-        ``<= 0`` or not finite; ``rope_theta <= 1``; ``high_freq_factor <
+        ``<= 0`` or not finite; ``factor`` times the original length (1 for
+        ``"linear"`` and ``"proportional"``) exceeds :math:`2^{53}`; ``rope_theta <= 1``; ``high_freq_factor <
         low_freq_factor``; ``beta_fast < beta_slow``; ``short_factor``/``long_factor``
         do not have ``dim // 2`` entries; ``"dynamic"`` without
         ``max_position_embeddings``; ``rope_parameters`` keyed by layer type without

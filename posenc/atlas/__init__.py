@@ -190,24 +190,29 @@ class ModelDescription:
 
     def span(self, layer: LayerRope) -> int | None:
         """How many positions a query of ``layer`` can see: its sliding window or chunk,
-        else the training length (None when the config gives none).
+        or the training length where that is shorter or the layer is global (None when
+        the config gives neither).
 
         A causal sliding window of :math:`W` tokens (transformers: key :math:`j` is seen by
         query :math:`i` when :math:`i - W < j \\le i`) and a chunk of :math:`W` tokens
         (Llama 4: query and key in the same chunk) both bound the query-key offset by
-        :math:`W - 1`; a global layer's offsets are bounded by the context, here the
-        training length.  So the largest offset RoPE meets in this layer is
-        ``span(layer) - 1``.
+        :math:`W - 1`; every layer's offsets are also bounded by the context, here the
+        training length (Phi-3.5-mini's window of 262,144 tokens is longer than its 4,096).
+        So the largest offset RoPE meets in this layer is ``span(layer) - 1``.
         """
-        if not isinstance(layer, LayerRope):
-            raise TypeError(f"layer must be a LayerRope, got {type(layer).__name__}")
-        if layer.window is not None:
+        if self._bounded_by_window(layer):
             return layer.window
         return self.training_length
 
+    def _bounded_by_window(self, layer: LayerRope) -> bool:
+        if not isinstance(layer, LayerRope):
+            raise TypeError(f"layer must be a LayerRope, got {type(layer).__name__}")
+        length = self.training_length
+        return layer.window is not None and (length is None or layer.window <= length)
+
     def span_kind(self, layer: LayerRope) -> str:
         """What bounds :meth:`span`: ``"window"``, ``"chunk"`` or ``"training length"``."""
-        if layer.window is None:
+        if not self._bounded_by_window(layer):
             return "training length"
         return "chunk" if layer.window_kind == "chunked" else "window"
 
@@ -234,7 +239,9 @@ class ModelDescription:
         ``span``, ``largest_offset``, ``longest_wavelength_over_span`` and
         ``pairs_turning`` are those of :attr:`reach`, the RoPE layer type that sees the
         furthest, measured against :meth:`span`: a sliding window, a chunk, or the training
-        length.
+        length.  ``longest_wavelength_pretrained`` is that layer type's slowest wavelength
+        without the long-context rule, ``longest_wavelength_scaled`` with it (at the
+        configured length).
         """
         g = self.global_rope
         length = self.training_length
@@ -252,7 +259,8 @@ class ModelDescription:
             "original_length": length,
             "max_length": self.max_position_embeddings,
             "layers": self.pattern(),
-            "longest_wavelength": reach.longest_wavelength(scaled=False),
+            "longest_wavelength_pretrained": reach.longest_wavelength(scaled=False),
+            "longest_wavelength_scaled": reach.longest_wavelength(scaled=True),
             "span": span,
             "span_kind": self.span_kind(reach),
             "largest_offset": None if span is None else span - 1,
@@ -644,6 +652,15 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
     notes: list[str] = []
     if model_type is not None:
         notes.insert(0, f"read as transformers 5.23 reads model_type {model_type!r}")
+    else:
+        notes.insert(0, "no model_type: keys read as written (absent rope_theta 10000, no "
+                        "window); transformers 5.23's AutoConfig refuses such a file")
+    for p in ([params[layer.layer_type] for layer in layers] if nested else [params]):
+        if p["rope_type"] == "llama3" and p["low_freq_factor"] == p["high_freq_factor"]:
+            step = (p.get("original_max_position_embeddings") or max_len) / p["low_freq_factor"]
+            notes.append(f"llama3 with low_freq_factor = high_freq_factor: a step, pairs of "
+                         f"wavelength above {step:,.0f} divided by the factor (transformers "
+                         f"warns and computes the same)")
     if config.get("_query_scaling") is not None:
         notes.append(f"queries are scaled with position past the original length "
                      f"(rope_parameters['llama_4_scaling_beta'] = {config['_query_scaling']:g})")
@@ -865,6 +882,11 @@ def _fmt_len(n):
     return "-" if n is None else f"{n:,}"
 
 
+def _same_length(r):
+    """Whether the scaled and the pretrained longest wavelength print alike."""
+    return round(r["longest_wavelength_scaled"]) == round(r["longest_wavelength_pretrained"])
+
+
 def format_description(d: ModelDescription, language: str | None = None) -> str:
     """A few lines of text for the terminal (what ``python -m posenc inspect`` prints).
 
@@ -889,7 +911,9 @@ def format_description(d: ModelDescription, language: str | None = None) -> str:
         f"  lengths           original {_fmt_len(r['original_length'])}, "
         f"configured {_fmt_len(r['max_length'])}",
         f"  layers            {r['layers']}",
-        f"  longest wavelength {r['longest_wavelength']:,.0f} tokens",
+        f"  longest wavelength {r['longest_wavelength_pretrained']:,.0f} tokens as pretrained"
+        + ("" if _same_length(r) else
+           f", {r['longest_wavelength_scaled']:,.0f} with the {r['scaling']} rule"),
     ]
     if r["span"] is not None:
         lines.append(
@@ -911,6 +935,15 @@ def format_description(d: ModelDescription, language: str | None = None) -> str:
 
 # The notes describe_config writes, in Chinese (a note not listed stays as written).
 _NOTES_ZH = (
+    (re.compile(r"no model_type: keys read as written \(absent rope_theta 10000, no window\); "
+                r"transformers 5\.23's AutoConfig refuses such a file"),
+     "没有 model_type：各键按原样读取（缺省的 rope_theta 取 10000，无窗口）；"
+     "transformers 5.23 的 AutoConfig 拒绝读取这样的文件"),
+    (re.compile(r"llama3 with low_freq_factor = high_freq_factor: a step, pairs of wavelength "
+                r"above ([\d,]+) divided by the factor \(transformers warns and computes the "
+                r"same\)"),
+     r"llama3 的 low_freq_factor 与 high_freq_factor 相等：缩放是一个阶跃，波长超过 \1 的"
+     r"维度对除以缩放倍数（transformers 会警告，算出的结果相同）"),
     (re.compile(r"read as transformers 5\.23 reads model_type ('[^']*')"),
      r"按 transformers 5.23 读 model_type \1 的规则读取"),
     (re.compile(r"MLA: (\d+) of (\d+) query/key features rotated"),
@@ -954,7 +987,9 @@ def _format_description_zh(d: ModelDescription, r: dict[str, Any]) -> str:
         line("长度", f"原始 {_fmt_len(r['original_length'])}，"
                    f"配置 {_fmt_len(r['max_length'])}"),
         line("层", _layers_zh(d)),
-        line("最长波长", f"{r['longest_wavelength']:,.0f} 个词元"),
+        line("最长波长", f"预训练时 {r['longest_wavelength_pretrained']:,.0f} 个词元"
+                     + ("" if _same_length(r) else
+                        f"，按 {r['scaling']} 规则缩放后 {r['longest_wavelength_scaled']:,.0f} 个")),
     ]
     if r["span"] is not None:
         bound = _SPAN_KIND_ZH.get(str(r["span_kind"]), str(r["span_kind"]))

@@ -66,7 +66,7 @@ def test_the_span_not_the_configured_length_bounds_rope_offsets():
     assert mistral["largest_offset"] == 4095 and mistral["max_length"] == 32768
     assert maverick["largest_offset"] == 8191
     assert maverick["longest_wavelength_over_span"] == pytest.approx(312.4, abs=0.05)
-    assert maverick["longest_wavelength"] / maverick["max_length"] == pytest.approx(2.44, abs=0.005)
+    assert maverick["longest_wavelength_pretrained"] / maverick["max_length"] == pytest.approx(2.44, abs=0.005)
 
 
 def test_gemma3_global_layers_are_scaled_8x_and_gemma4_patterns():

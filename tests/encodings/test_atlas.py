@@ -21,7 +21,8 @@ import pytest
 
 from posenc import rope_frequencies
 from posenc.__main__ import main
-from posenc.atlas import ATLAS_DIR, atlas, atlas_entry, atlas_names, describe_config
+from posenc.atlas import (ATLAS_DIR, atlas, atlas_entry, atlas_names, describe_config,
+                          format_description)
 
 NAMES = atlas_names()
 
@@ -208,6 +209,37 @@ def test_span_is_the_window_the_chunk_or_the_training_length():
         assert d.span_kind(d.layers[0]) == "window"
 
 
+def test_a_window_longer_than_the_training_length_does_not_bound_the_span():
+    zoo = Path(__file__).resolve().parents[1] / "zoo"
+    phi = describe_config(json.loads((zoo / "phi-3.5-mini" / "config.json").read_text()))
+    row = phi.row()
+    assert phi.layers[0].window == 262_144 and phi.training_length == 4096
+    assert (row["span"], row["largest_offset"], row["span_kind"]) == (4096, 4095, "training length")
+    assert row["pairs_turning"] == phi.layers[0].pairs_turning_within(4096)
+    assert "bounded by the training length" in format_description(phi, "en")
+    d = describe_config({"head_dim": 8, "rope_theta": 1e4, "sliding_window": 100,
+                         "max_position_embeddings": 64})
+    assert d.span(d.layers[0]) == 64 and d.span_kind(d.layers[0]) == "training length"
+
+
+def test_longest_wavelength_is_labelled_and_the_scaled_one_printed_beside_it(capsys):
+    zoo = Path(__file__).resolve().parents[1] / "zoo"
+    assert main(["inspect", str(zoo / "llama-3.1-8b" / "config.json"), "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    pretrained = 2 * np.pi * 500_000.0 ** (126 / 128)
+    assert row["longest_wavelength_pretrained"] == pytest.approx(pretrained, rel=1e-12)
+    assert row["longest_wavelength_scaled"] == pytest.approx(8 * pretrained, rel=1e-12)
+    d = describe_config(json.loads((zoo / "llama-3.1-8b" / "config.json").read_text()))
+    scaled = f"{8 * pretrained:,.0f}"
+    assert (f"longest wavelength {pretrained:,.0f} tokens as pretrained, {scaled} with the "
+            "llama3 x8 rule") in format_description(d, "en")
+    assert f"预训练时 {pretrained:,.0f} 个词元，按 llama3 x8 规则缩放后 {scaled} 个" in (
+        format_description(d, "zh"))
+    plain = describe_config({"head_dim": 8, "rope_theta": 100.0})
+    lines = format_description(plain, "en").splitlines()
+    assert "  longest wavelength 199 tokens as pretrained" in lines
+
+
 def test_mistral_sees_4095_and_llama4_8191():
     mistral = describe_config(atlas_entry("mistral-7b")["config"])
     row = mistral.row()
@@ -391,6 +423,27 @@ def test_cli_runs_as_a_module(tmp_path):
     done = subprocess.run([os.sys.executable, "-m", "posenc", "inspect", str(path)],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0 and "rope type" in done.stdout
+
+
+def test_cli_help_is_plain_text(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert info.value.code == 0 and "python -m posenc inspect config.json: what" in out
+    assert "``" not in out and ":func:" not in out
+
+
+def test_cli_ends_quietly_when_the_reader_stops_early(tmp_path):
+    """``python -m posenc inspect X | head -2``: no BrokenPipeError traceback."""
+    read, write = os.pipe()
+    os.close(read)  # a reader that has gone: every write fails with EPIPE
+    try:
+        done = subprocess.run([os.sys.executable, "-m", "posenc", "inspect",
+                               str(ATLAS_DIR / "llama-3.1-8b.json")],
+                              stdout=write, stderr=subprocess.PIPE, text=True, check=False)
+    finally:
+        os.close(write)
+    assert done.returncode == 1 and done.stderr == ""
 
 
 def test_atlas_returns_every_entry():

@@ -102,6 +102,42 @@ def test_llama4_empty_no_rope_layers_is_the_default_interval(tmp_path, capsys):
     assert "36 chunked(8192) + 12 NoPE global" in capsys.readouterr().out
 
 
+def test_llama3_with_equal_band_factors_is_read_with_a_note(tmp_path, capsys):
+    """Scout's low_freq_factor = high_freq_factor = 1: transformers warns and computes a
+    step (its smoothing divides by their difference, in a band that is empty)."""
+    from posenc.atlas import format_description
+    from zoo.reference import assert_same_reading
+
+    d = describe_config(SCOUT)
+    assert_same_reading(d, reading(tmp_path, SCOUT))
+    path = tmp_path / "scout.json"
+    path.write_text(json.dumps(SCOUT))
+    assert main(["inspect", str(path)]) == 0
+    assert ("note              llama3 with low_freq_factor = high_freq_factor: a step, pairs "
+            "of wavelength above 8,192 divided by the factor") in capsys.readouterr().out
+    assert "阶跃，波长超过 8,192 的维度对除以缩放倍数" in format_description(d, "zh")
+    assert "low_freq_factor = high_freq_factor" not in "".join(
+        describe_config(load_config(ZOO / "llama-3.1-8b" / "config.json")).notes)
+
+
+def test_a_config_without_model_type_says_how_it_was_read(tmp_path, capsys):
+    from posenc.atlas import format_description
+
+    config = {k: v for k, v in LLAMA.items() if k != "model_type"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    from transformers import AutoConfig
+
+    with pytest.raises(ValueError, match="Should have a `model_type` key"):
+        AutoConfig.from_pretrained(str(tmp_path))
+    assert main(["inspect", str(tmp_path / "config.json")]) == 0
+    out = capsys.readouterr().out
+    assert ("note              no model_type: keys read as written (absent rope_theta 10000, "
+            "no window); transformers 5.23's AutoConfig refuses such a file") in out
+    zh = format_description(describe_config(config), "zh")
+    assert "没有 model_type：各键按原样读取" in zh and "no model_type" not in zh
+    assert not any("model_type" in n and "no " in n for n in describe_config(LLAMA).notes)
+
+
 def test_llama4_without_the_key_reads_the_same(tmp_path):
     config = json.loads(json.dumps(SCOUT))
     del config["text_config"]["no_rope_layers"]
@@ -149,8 +185,13 @@ def test_plot_without_matplotlib_says_how_to_install(tmp_path, capsys, monkeypat
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib fails
     status = main(["inspect", str(ATLAS_DIR / "gemma-4-e2b.json"), "--plot",
                    str(tmp_path / "x.png")])
-    err = capsys.readouterr().err
-    assert status == 2 and "pip install 'posenc[figures]'" in err and "Traceback" not in err
+    out, err = capsys.readouterr()
+    assert status == 2 and out == "" and err.count("\n") == 1  # checked before printing
+    import tomllib
+
+    repo = tomllib.loads((ZOO.parents[1] / "pyproject.toml").read_text())["project"]["urls"]
+    assert (f'pip install "posenc[figures] @ git+{repo["Source"]}"' in err
+            and 'pip install ".[figures]"' in err and "Traceback" not in err)
     assert not (tmp_path / "x.png").exists()
 
 
@@ -177,6 +218,8 @@ HOSTILE = [
     ("head_dim_huge", with_key("head_dim", str(10**9)), "head_dim"),
     ("deep_in_scaling", with_key("rope_scaling", "[" * 5000 + "]" * 5000), "deeper than"),
     ("digits_5000", with_key("rope_theta", "9" * 5000), "cannot be read"),
+    ("factor_1e308", with_key("rope_scaling", json.dumps(
+        dict(LLAMA["rope_scaling"], factor=1e308))), "factor x the original 8,192 tokens"),
 ]
 
 

@@ -98,6 +98,7 @@ def test_alibi_half_bias_adds_to_half_scores_and_keeps_its_values():
 def test_alibi_meta_then_to_empty_computes_the_slopes_again():
     with torch.device("meta"):
         alibi = pt.ALiBiBias(6)
+    assert alibi.slopes.is_meta and alibi(4, 4).is_meta  # built meta, computes meta
     alibi = alibi.to_empty(device="cpu")  # the buffer holds garbage now
     torch.testing.assert_close(alibi(4, 4), pt.ALiBiBias(6)(4, 4), rtol=0, atol=0)
     assert alibi.state_dict() == {}

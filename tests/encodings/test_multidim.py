@@ -524,7 +524,8 @@ def qwen25vl_model():
 
 
 def hf25_position_ids(model, segments, seconds):
-    """Qwen2.5-VL get_rope_index for one prompt of text runs, images and (t, h, w) videos."""
+    """Qwen2.5-VL get_rope_index for one prompt of text runs, images and (t, h, w) videos
+    (``seconds``: its second_per_grid_ts as given, a list of floats or a tensor)."""
     types, images, videos = [], [], []
     for seg in segments:
         if isinstance(seg, int):
@@ -540,7 +541,7 @@ def hf25_position_ids(model, segments, seconds):
         torch.zeros_like(tt), tt,
         image_grid_thw=torch.tensor(images) if images else None,
         video_grid_thw=torch.tensor(videos) if videos else None,
-        second_per_grid_ts=torch.tensor(seconds, dtype=torch.float64) if videos else None)
+        second_per_grid_ts=seconds if videos else None)
     return pos[:, 0].numpy(), int(delta)
 
 
@@ -580,43 +581,39 @@ def qwen25vl_model_25():
     return Qwen2_5_VLModel(cfg).eval()
 
 
-def test_time_ids_are_exact_where_the_float_product_misses():
-    """25 * (2/3) is the float 16.666666666666664: floor(3 * it) is 49, the time is 50."""
+def test_time_ids_at_two_thirds_of_a_second_equal_get_rope_index(qwen25vl_model_25):
+    """A group of 2/3 s at 25 ids per second: group 3's time id is 50, but transformers'
+    float product falls short of it with a float64 second_per_grid_ts (49); posenc
+    computes it in the precision it is given, as transformers does."""
     from fractions import Fraction
 
-    assert 3 * (25 * (2 / 3)) < 50
-    got = mrope_position_ids([(4, 1, 1)], time_step=25 * (2 / 3))[0]
-    assert got.tolist() == [0, 16, 33, 50]
-    np.testing.assert_array_equal(
-        got, mrope_position_ids([(4, 1, 1)], time_step=Fraction(50, 3))[0])
+    segments = [1, (4, 1, 1)]
+    for dtype, want in ((torch.float64, 49), (torch.float32, 50)):
+        seconds = torch.tensor([2 / 3], dtype=dtype)
+        theirs, _ = hf25_position_ids(qwen25vl_model_25, segments, seconds)
+        ours = mrope_position_ids(segments, time_step=25 * seconds.numpy()[0])
+        np.testing.assert_array_equal(ours, theirs)
+        assert ours[0, -1] == 1 + want
+        for step in (25 * seconds[0], 25 * seconds):  # the tensors themselves
+            np.testing.assert_array_equal(mrope_position_ids(segments, time_step=step), ours)
+    theirs, _ = hf25_position_ids(qwen25vl_model_25, segments, [2 / 3])  # a list of floats
+    np.testing.assert_array_equal(mrope_position_ids(segments, time_step=25 * (2 / 3)), theirs)
+    exact = mrope_position_ids(segments, time_step=Fraction(50, 3))
+    assert exact[0].tolist() == [0, 1, 17, 34, 51]
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 24), st.integers(1, 12), st.integers(1, 8), st.integers(0, 3))
-@example(p=2, q=3, t=4, before=1)  # transformers: 49 for group 3, exactly 50
-def test_time_ids_against_get_rope_index(qwen25vl_model_25, p, q, t, before):
-    """Time ids for second_per_grid p/q at 25 tokens per second: posenc gives the exact
-    floor(k * 25 * p / q); transformers' get_rope_index (float64 second_per_grid_ts)
-    agrees except where k * 25 * p / q is an integer its float product falls short of,
-    and there it is exactly one below."""
-    import math
-    from fractions import Fraction
-
-    seconds = p / q
+@given(st.integers(1, 24), st.integers(1, 12), st.integers(1, 8), st.integers(0, 3),
+       st.sampled_from(["float64", "float32", "list"]))
+@example(p=2, q=3, t=4, before=1, kind="float64")  # group 3: 49, where the time is 50
+def test_time_ids_against_get_rope_index(qwen25vl_model_25, p, q, t, before, kind):
+    """Time ids for second_per_grid p/q at 25 tokens per second, however transformers is
+    given it (a float64 or float32 tensor, or a list of Python floats), equal its own."""
+    seconds = [p / q] if kind == "list" else torch.tensor([p / q], dtype=getattr(torch, kind))
     segments = [before, (t, 1, 1)]
-    ours = mrope_position_ids(segments, time_step=25 * seconds)
-    assert (ours == mrope_position_ids(segments, time_step=25 * Fraction(p, q))).all()
-    exact = [before + math.floor(k * Fraction(25 * p, q)) for k in range(t)]
-    np.testing.assert_array_equal(ours[0, before:], exact)
-    theirs, _ = hf25_position_ids(qwen25vl_model_25, segments, [seconds])
-    np.testing.assert_array_equal(theirs[:, :before], ours[:, :before])
-    for k in range(t):
-        float_product = float(torch.tensor(k, dtype=torch.float64)
-                              * (25 * torch.tensor(seconds, dtype=torch.float64)))
-        if Fraction(25 * p * k, q).denominator == 1 and float_product < 25 * p * k / q:
-            assert theirs[0, before + k] == ours[0, before + k] - 1
-        else:
-            assert theirs[0, before + k] == ours[0, before + k]
+    theirs, _ = hf25_position_ids(qwen25vl_model_25, segments, seconds)
+    ours = mrope_position_ids(segments, time_step=25 * seconds[0])
+    np.testing.assert_array_equal(ours, theirs)
 
 
 def test_video_position_ids_follow_absolute_time():
@@ -867,6 +864,8 @@ def test_mrope_position_ids_bad_input():
         mrope_position_ids([(2, 1, 1)], time_step="2")
     with pytest.raises(TypeError, match="time_step"):
         mrope_position_ids([(2, 1, 1)], time_step=True)
+    with pytest.raises(TypeError, match="float16/32/64 number"):
+        mrope_position_ids([(2, 1, 1)], time_step=torch.tensor(2.0, dtype=torch.bfloat16))
     with pytest.raises(ValueError, match=r"segments\[0\]"):
         mrope_position_ids([2.0])
     with pytest.raises(ValueError, match="segments must be"):

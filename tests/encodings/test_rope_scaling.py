@@ -398,6 +398,13 @@ BAD = [
     (8, dict(LONG, long_factor=[1.0, math.nan, 1.0, 1.0]), {}, ValueError, "'long_factor']"),
     (8, {k: v for k, v in LONG.items() if k != "factor"}, {}, ValueError, "'factor'"),
     (8, dict(LONG, original_max_position_embeddings=1), {}, ValueError, ">= 2"),
+    (8, {"rope_type": "linear", "factor": 1e308}, {}, ValueError, "2**53"),
+    (8, {"rope_type": "dynamic", "factor": 1e308}, {"max_position_embeddings": 16},
+     ValueError, "(factor x the original 16 tokens) must be at most 2**53"),
+    (8, dict(YARN, factor=1e308), {}, ValueError, "(factor x the original 4,096 tokens)"),
+    (8, dict(LONG, factor=1e308), {}, ValueError, "(factor x the original 1,024 tokens)"),
+    (8, dict(LLAMA3, factor=1e308), {}, ValueError, "(factor x the original 8,192 tokens)"),
+    (8, {"rope_type": "proportional", "factor": 1e308}, {}, ValueError, "2**53"),
     (8, None, {"seq_len": 0}, ValueError, "seq_len"),
     (8, None, {"seq_len": 3.0}, TypeError, "seq_len"),
     (8, None, {"max_position_embeddings": -5}, ValueError, "max_position_embeddings"),
@@ -410,3 +417,12 @@ def test_bad_input_names_the_key(dim, params, kwargs, error, fragment):
     with pytest.raises(error) as info:
         rope_frequencies(dim, params, **kwargs)
     assert fragment in str(info.value)
+
+
+def test_factor_may_scale_the_context_to_2_to_the_53_and_no_further():
+    top = 2.0 ** 53 / 4096  # the largest context whose positions float64 counts exactly
+    inv, att = rope_frequencies(128, dict(YARN, factor=top))
+    assert np.all(inv >= np.finfo(np.float32).tiny) and att == pytest.approx(0.1 * math.log(top) + 1)
+    assert att < 4
+    with pytest.raises(ValueError, match=r"got factor 2\.19902e\+12\. Set factor to"):
+        rope_frequencies(128, dict(YARN, factor=math.nextafter(top, math.inf)))
