@@ -10,16 +10,17 @@ One submodule per encoding (:mod:`posenc.torch.sinusoidal`, :mod:`posenc.torch.r
 every public name is importable from :mod:`posenc.torch` itself.
 
 Without PyTorch installed, importing this package raises an ``ImportError`` that says
-how to get it (``pip install 'posenc[torch]'``); the rest of :mod:`posenc` works with
-NumPy alone.
+how to install posenc's ``torch`` extra; the rest of :mod:`posenc` works with NumPy
+alone.
 """
 
 try:
     import torch as _torch  # noqa: F401
 except ImportError as _error:  # pragma: no cover - tested in a venv without torch
     raise ImportError(
-        "posenc.torch needs PyTorch, which is not installed: pip install 'posenc[torch]' "
-        "(the rest of posenc works with NumPy alone)"
+        "posenc.torch needs PyTorch, which is not installed. Install posenc's torch extra: "
+        'pip install "posenc[torch] @ git+https://github.com/posenc/posenc" '
+        '(in a clone: pip install ".[torch]")'
     ) from _error
 
 from .relative import (

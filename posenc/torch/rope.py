@@ -175,8 +175,9 @@ RotarySlice = Literal["all", "first", "last"]
 Backend = Literal["auto", "triton", "torch"]
 
 _NO_TRITON = (
-    "backend='triton' needs Triton: pip install 'posenc[triton]' (Triton ships with "
-    "PyTorch's CUDA wheels on Linux)"
+    "backend='triton' needs Triton, which is not installed. Install posenc's triton extra "
+    '(pip install "posenc[triton] @ git+https://github.com/posenc/posenc", or ".[triton]" '
+    "in a clone); PyTorch's CUDA wheels for Linux bring Triton already"
 )
 
 

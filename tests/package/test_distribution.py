@@ -141,7 +141,7 @@ CLEAN_SCRIPT = textwrap.dedent("""
     try:
         import posenc.torch
     except ImportError as e:
-        assert "pip install 'posenc[torch]'" in str(e), str(e)
+        assert 'pip install "posenc[torch] @ git+https://github.com/posenc/posenc"' in str(e), str(e)
         assert isinstance(e.__cause__, ModuleNotFoundError), repr(e.__cause__)
     else:
         raise AssertionError("posenc.torch imported without torch installed")
