@@ -1,4 +1,5 @@
-"""The test tree mirrors the package: encodings/, analysis/, figures/, book/, bench/.
+"""The test tree mirrors the package: torch/, atlas/, encodings/ (the NumPy API), analysis/,
+figures/, book/, bench/.
 
 This file sits at the top of tests/ so that pytest puts tests/ on sys.path, and the shared
 helpers (book_parity, browser_site) import from every subfolder.  It is the only
@@ -10,7 +11,7 @@ import os
 from pathlib import Path
 
 # Triton's kernels run on CPU tensors in its interpreter: the fused RoPE kernel is tested
-# that way on machines without a GPU (tests/encodings/test_fused.py).  Set before any test
+# that way on machines without a GPU (tests/torch/test_fused.py).  Set before any test
 # imports the kernel module, which decides at import time.
 os.environ.setdefault("TRITON_INTERPRET", "1")
 

@@ -11,7 +11,7 @@ how fast, how the long-context rule rescales them, and which layers have no RoPE
 :func:`atlas` is that description for each model in ``posenc/atlas/data/*.json``: the
 position-related keys of open models of 2023-2026, each value with the source file,
 revision and the verbatim line it was read from (``facts``), checked by
-``tests/encodings/test_atlas.py``.
+``tests/atlas/test_atlas.py``.
 
 The command line prints the same for any config::
 

@@ -8,7 +8,7 @@ older files keep names transformers has since renamed (``rope_scaling``,
 ``rope_parameters`` per layer type, ``head_dim``), following, family by family, what the
 ``__post_init__`` and ``convert_rope_params_to_dict`` of transformers 5.23's configuration
 classes do.  The defaults below are those classes' field defaults
-(``tests/encodings/test_zoo.py`` checks them against transformers itself).
+(``tests/atlas/test_zoo.py`` checks them against transformers itself).
 
 A file whose ``model_type`` is not listed here is refused (the reading rules of an
 unknown family cannot be guessed); a dict without ``model_type`` is read as written.

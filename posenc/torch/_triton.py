@@ -66,7 +66,7 @@ CONFIG: dict[int, dict] = {
 }
 
 #: The configurations benchmarks/gpu.py's sweep times before it chooses :data:`CONFIG`
-#: (tests/encodings/test_fused.py runs every one of them against the float64 reference).
+#: (tests/torch/test_fused.py runs every one of them against the float64 reference).
 SWEEP = tuple(
     [{"tile": tile, "heads": heads, "trig": 32, "warps": None}
      for tile in (4096, 8192, 16384) for heads in (4, 8, 16)]

@@ -2,7 +2,7 @@ r"""RoPE as a PyTorch module, and the opt-in compiled kernel.
 
 Both, like :func:`posenc.apply_rope` on tensors, are meant to be dropped into a real
 training or serving stack, and keep these guarantees (each has a test in
-``tests/encodings/test_robustness.py``):
+``tests/torch/test_robustness.py``):
 
 * **Meta-device init.** ``RotaryEmbedding(...)`` built on the ``meta`` device (or
   moved there) and materialised with ``.to_empty(device=...)`` -- what
@@ -33,7 +33,7 @@ training or serving stack, and keep these guarantees (each has a test in
   positions gives each sample its own result: ``"longrope"`` picks its factor set per
   sample with tensor operations; ``"dynamic"``, whose state lives between calls,
   refuses per-sample positions with a ``ValueError`` rather than guess (tested in
-  ``tests/encodings/test_transforms.py``).
+  ``tests/torch/test_transforms.py``).
 
 In plain eager code none of this costs more than a few attribute reads per call: the
 fast kernels (one complex multiply, or three kernels into one output; float16 and
