@@ -237,7 +237,7 @@ ALLOWED_NAMES = {
     "RNoPE", "SWA", "Cohere", "Command", "R7B", "Next", "Linear", "MLA", "Jamba", "Falcon",
     "Exp", "MHA2MLA", "SVD", "LongBench", "TransMLA", "GQA", "FoPE", "HoPE", "CoPE", "PaTH",
     "FoX", "Householder", "Flip", "Flop", "StreamingLLM", "STRING", "RULER", "MedGemma",
-    "InfiniteBench", "Instruct", "AWQ",
+    "InfiniteBench", "Instruct", "AWQ", "Hadamard", "FP8", "DSA",
     # libraries, tools, systems, companies, datasets
     "PyTorch", "NumPy", "Python", "MyST", "NB", "Linux", "Meta", "README", "WMT", "BLEU",
     "WikiText", "SHA", "F821", "AllenNLP", "GitHub", "Triton", "CUDA", "Liger", "Inductor",
