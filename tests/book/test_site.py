@@ -168,6 +168,15 @@ def test_no_resource_from_another_host(site):
     assert not problems, "resources loaded from other hosts:\n" + "\n".join(problems[:20])
 
 
+def test_bib_year_suffixes_go_past_z():
+    """More than 26 works of one author and year ("Hugging Face, 2025") get aa, ab, ...
+    after z, instead of stopping the build."""
+    from posenc_bib import year_suffix
+
+    assert [year_suffix(k) for k in (0, 1, 25, 26, 27, 51, 52, 701, 702)] == [
+        "a", "b", "z", "aa", "ab", "az", "ba", "zz", "aaa"]
+
+
 def test_the_offline_scan_catches_external_resources():
     bad = """<html><head>
       <script src="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js"></script>
