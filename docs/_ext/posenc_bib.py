@@ -53,6 +53,17 @@ def cited_names(entry) -> str:
     return text.render_as("text")
 
 
+def year_suffix(k: int) -> str:
+    """The letters after the year of the ``k``-th work (from 0) sharing a label: a ... z,
+    then aa, ab, ... as spreadsheet columns go."""
+    letters = ""
+    k += 1
+    while k:
+        k, rest = divmod(k - 1, 26)
+        letters = string.ascii_lowercase[rest] + letters
+    return letters
+
+
 class AuthorYearLabelStyle(BaseLabelStyle):
     """Labels "<names>, <year>", with a, b, ... after the year where two entries of the
     list would otherwise share a label."""
@@ -65,7 +76,7 @@ class AuthorYearLabelStyle(BaseLabelStyle):
             if counts[label] == 1:
                 yield label
             else:
-                yield label + string.ascii_lowercase[seen[label]]
+                yield label + year_suffix(seen[label])
                 seen[label] += 1
 
 

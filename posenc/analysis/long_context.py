@@ -34,6 +34,7 @@ __all__ = [
     "softmax_entropy",
     "yarn_regions",
     "entropy_matching_spread",
+    "dsa_index_scores",
 ]
 
 # Phi-3 128k (the longrope factors of microsoft/Phi-3-vision-128k-instruct, whose language
@@ -512,3 +513,59 @@ def entropy_matching_spread(factor, attention_factor=None):
         if a <= 1:
             raise ValueError(f"attention_factor must be > 1, got {attention_factor!r}")
     return math.sqrt(2 * math.log(s) / (a**4 - 1))
+
+
+def dsa_index_scores(queries, keys, weights, inv_freq, *, layout="half"):
+    r"""The lightning indexer of DeepSeek Sparse Attention: how much query :math:`t`
+    wants key :math:`s`,
+
+    .. math:: I_{t,s} = \sum_h w_{t,h}\,\mathrm{ReLU}\!\left(
+              \frac{\mathbf q_{t,h}^\top \mathbf k_s}{\sqrt D}\right),
+
+    after RoPE turns the first ``2 * len(inv_freq)`` features of each indexer query and
+    key (positions ``0, 1, ...``; the rest stay unrotated). ``-inf`` for ``s > t``: the
+    indexer is causal. Attention then keeps, per query, the keys of the largest scores.
+
+    Parameters
+    ----------
+    queries : array, shape (heads, n, D)
+        The indexer's queries, one per head and token.
+    keys : array, shape (n, D)
+        Its keys: one per token, shared by every head.
+    weights : array, shape (n, heads)
+        The per-token weight of each head.
+    inv_freq : array
+        Frequencies of the rotated pairs (:func:`posenc.rope_frequencies`).
+    layout : {"half", "interleaved"}
+        How the rotated features form pairs (DeepSeek-V3.2: ``"half"``).
+
+    Examples
+    --------
+    >>> q, k = np.ones((1, 2, 4)), np.ones((2, 4))
+    >>> dsa_index_scores(q, k, np.ones((2, 1)), [1.0]).round(3)
+    array([[2.  , -inf],
+           [1.54, 2.  ]])
+    """
+    inv = _inv_freq(inv_freq)
+    q, k, w = (np.asarray(a, dtype=np.float64) for a in (queries, keys, weights))
+    if q.ndim != 3 or k.ndim != 2 or w.ndim != 2:
+        raise ValueError("queries, keys and weights must have shapes (heads, n, D), (n, D) "
+                         f"and (n, heads), got {q.shape}, {k.shape} and {w.shape}. Pass "
+                         "one query per head and token, one key and one weight row per token.")
+    heads, n, dim = q.shape
+    if k.shape != (n, dim) or w.shape != (n, heads):
+        raise ValueError(f"keys must have shape (n, D) = {(n, dim)} and weights (n, heads) = "
+                         f"{(n, heads)} for queries of shape {q.shape}, got {k.shape} and "
+                         f"{w.shape}. Give them the queries' heads, tokens and width.")
+    rotated = 2 * inv.size
+    if rotated > dim:
+        raise ValueError(f"inv_freq must have at most D/2 = {dim // 2} frequencies, "
+                         f"got {inv.size}. Pass the frequencies of the rotated slice only.")
+    pos = np.arange(n)
+    q = np.concatenate([rotate_with(q[..., :rotated], pos, inv, layout=layout),
+                        q[..., rotated:]], axis=-1)
+    k = np.concatenate([rotate_with(k[:, :rotated], pos, inv, layout=layout),
+                        k[:, rotated:]], axis=-1)
+    per_head = np.maximum(q @ k.T / math.sqrt(dim), 0.0)
+    scores = np.einsum("th,hts->ts", w, per_head)
+    return np.where(np.tril(np.ones((n, n), dtype=bool)), scores, -np.inf)

@@ -62,6 +62,38 @@ add_labels({
     "models_llama4": {"en": "Llama 4, $\\tau(n - 1)$", "zh": "Llama 4：$\\tau(n - 1)$"},
 })
 
+#: The words of an atlas name's qualifier (its part in parentheses) in each language: a
+#: row whose config is not the one a checkpoint ships says so.
+_QUALIFIERS = {
+    "671B": {"en": "671B", "zh": "671B"},
+    "with the YaRN the Qwen3 docs prescribe": {"en": "+ YaRN, as the Qwen3 docs recommend",
+                                               "zh": "加上 Qwen3 文档推荐的 YaRN"},
+    "reference ModelConfig": {"en": "120b reference config", "zh": "120b 的参考配置"},
+    "final long-context training stage": {"en": "final long-context stage",
+                                          "zh": "最后的长上下文训练阶段"},
+}
+
+
+def _model_label(description, language=None):
+    """The name an atlas row shows: the model and, in the book's language, its qualifier.
+
+    >>> from posenc.atlas import atlas_entry, describe_config
+    >>> entry = atlas_entry("qwen3-8b")
+    >>> _model_label(describe_config(entry["config"], name=entry["name"]), "zh")
+    'Qwen3 8B（加上 Qwen3 文档推荐的 YaRN）'
+    """
+    from .._language import check_language, get_language
+
+    _check_description(description)
+    lang = get_language() if language is None else check_language(language)
+    model, _, qualifier = description.name.partition(" (")
+    if not qualifier:
+        return model
+    qualifier = qualifier.removesuffix(")")
+    words = _QUALIFIERS.get(qualifier, {}).get(lang, qualifier)
+    return f"{model}（{words}）" if lang == "zh" else f"{model} ({words})"
+
+
 _LAYER_TITLE = {"full_attention": "models_layer_full", "sliding_attention": "models_layer_sliding",
                 "chunked_attention": "models_layer_chunked", "all": "models_layer_all"}
 
@@ -98,7 +130,7 @@ def model_spectrum_figure(description):
         if length is not None:
             ax.axhline(length, color="0.3", lw=1, ls="--", label=label("models_training_length"))
         title = label(_LAYER_TITLE[layer.layer_type]) if layer.layer_type in _LAYER_TITLE else layer.layer_type
-        ax.set_title(description.name.split(" (")[0] + label("colon") + title, fontsize=10)
+        ax.set_title(_model_label(description) + label("colon") + title, fontsize=10)
         ax.set_xlabel(label("models_pair"))
         ax.set_ylabel(label("models_wavelength"))
         ax.legend(fontsize=9, loc="upper left")
@@ -142,7 +174,7 @@ def atlas_wavelength_figure(descriptions):
         ys = [y for y, (_, points) in enumerate(known) for k, _x in points if k == kind]
         if xs:
             ax.semilogx(xs, ys, marker, ms=6, ls="none", label=label(key))
-    ax.set_yticks(np.arange(len(known)), [d.name.split(" (")[0] for d, _ in known], fontsize=9)
+    ax.set_yticks(np.arange(len(known)), [_model_label(d) for d, _ in known], fontsize=9)
     ax.axvline(1.0, color="0.4", lw=1, ls="--")
     ax.set_xlabel(label("models_longest_over_span"))
     ax.legend(fontsize=9, loc="lower right")
@@ -204,7 +236,7 @@ def atlas_table(descriptions):
         ratio = r["longest_wavelength_over_span"]
         turning = "-" if r["pairs_turning"] is None else f"{r['pairs_turning']} / {r['pairs']}"
         rows.append([
-            d.name.split(" (")[0], r["rope_type"], _grouped(r["base"]), r["rotated"], scaling,
+            _model_label(d), r["rope_type"], _grouped(r["base"]), r["rotated"], scaling,
             f"{length(r['original_length'])} / {length(r['max_length'])}",
             _layers_words(d), length(r["largest_offset"]),
             "-" if ratio is None else f"{ratio:.3g}", turning,

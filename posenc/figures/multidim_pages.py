@@ -28,7 +28,7 @@ add_labels({
     "md_cosine": {"en": "cosine similarity", "zh": "余弦相似度"},
     "md_score": {"en": "score", "zh": "分数"},
     "md_wavelength_patches": {"en": "wavelength (patches)", "zh": "波长（图块数）"},
-    "md_max_error": {"en": "largest error after resizing", "zh": "缩放后的最大误差"},
+    "md_max_error": {"en": "largest error after resizing", "zh": "插值后的最大误差"},
     "md_all_cells": {"en": "all cells", "zh": "全部格子"},
     "md_interior_cells": {"en": "cells inside the old grid", "zh": "旧网格内部的格子"},
     "md_token": {"en": "token", "zh": "词元"},

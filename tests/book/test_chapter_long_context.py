@@ -707,3 +707,75 @@ def test_ntk_keeps_the_fastest_pair_and_pi_slows_it_by_s():
     ntk = posenc.inverse_frequencies(d, base * s ** (d / (d - 2)))
     assert pi[0] == theta[0] / s and ntk[0] == theta[0] == 1.0
     assert np.all(ntk[1:] < theta[1:]) and np.isclose(ntk[-1], theta[-1] / s)
+
+
+# -- sparse attention: DeepSeek's indexer ---------------------------------------------
+
+
+@pytest.mark.parametrize("model, layout", [("deepseek_v32", "half"), ("glm_moe_dsa", "interleaved")])
+def test_dsa_index_scores_pick_the_keys_transformers_picks(model, layout):
+    """'the package's tests check its choice of keys against both transformers indexers':
+    DeepSeek-V3.2's indexer in the half layout, GLM-5's in the interleaved one; the other
+    layout picks other keys."""
+    import importlib
+
+    import torch
+
+    mod = importlib.import_module(f"transformers.models.{model}.modeling_{model}")
+    prefix = {"deepseek_v32": "DeepseekV32", "glm_moe_dsa": "GlmMoeDsa"}[model]
+    config_cls = getattr(importlib.import_module(f"transformers.models.{model}"), f"{prefix}Config")
+    heads, dim, rot, n, top = 8, 16, 8, 24, 5
+    config = config_cls(hidden_size=32, q_lora_rank=16, index_n_heads=heads, index_head_dim=dim,
+                        qk_rope_head_dim=rot, qk_nope_head_dim=8, index_topk=top,
+                        num_attention_heads=2, num_key_value_heads=2, kv_lora_rank=8,
+                        v_head_dim=8, num_hidden_layers=1)
+    torch.manual_seed(0)
+    indexer = getattr(mod, f"{prefix}Indexer")(config, 0).double()
+    for p in indexer.parameters():
+        torch.nn.init.normal_(p)
+    x = torch.randn(1, n, 32, dtype=torch.float64)
+    q_resid = torch.randn(1, n, 16, dtype=torch.float64)
+    pos = torch.arange(n)[None]
+    cos, sin = getattr(mod, f"{prefix}RotaryEmbedding")(config)(x.float(), pos)
+    mask = torch.full((n, n), float("-inf")).triu(1)[None]
+    with torch.no_grad():
+        picked = indexer(x, q_resid, (cos.double(), sin.double()), mask, pos).reshape(n, top)
+        q = indexer.wq_b(q_resid)[0].reshape(n, heads, dim).permute(1, 0, 2).numpy()
+        k = indexer.k_norm(indexer.wk(x))[0].numpy()
+        w = (indexer.weights_proj(x)[0] * heads**-0.5).numpy()
+    inv = posenc.inverse_frequencies(rot)
+
+    def agrees(scores, t):   # the same scores as the best `top` (ties may swap keys)
+        return np.allclose(np.sort(scores[t, picked[t].numpy()]), np.sort(scores[t])[-top:])
+
+    ours = lc.dsa_index_scores(q, k, w, inv, layout=layout)
+    assert all(agrees(ours, t) for t in range(top, n))
+    other = lc.dsa_index_scores(q, k, w, inv, layout={"half": "interleaved"}.get(layout, "half"))
+    assert not all(agrees(other, t) for t in range(top, n))
+
+
+def test_dsa_index_scores_is_causal_and_rejects_bad_shapes():
+    rng = np.random.default_rng(0)
+    q, k, w = rng.standard_normal((2, 5, 8)), rng.standard_normal((5, 8)), np.ones((5, 2))
+    scores = lc.dsa_index_scores(q, k, w, posenc.inverse_frequencies(4))
+    assert np.isneginf(scores[np.triu_indices(5, 1)]).all()
+    assert np.isfinite(scores[np.tril_indices(5)]).all() and (scores[np.tril_indices(5)] >= 0).all()
+    with pytest.raises(ValueError, match="queries, keys and weights must have shapes"):
+        lc.dsa_index_scores(q[0], k, w, [1.0])
+    with pytest.raises(ValueError, match="keys must have shape"):
+        lc.dsa_index_scores(q, k[:4], w, [1.0])
+    with pytest.raises(ValueError, match="inv_freq must have at most D/2 = 4"):
+        lc.dsa_index_scores(q, k, w, posenc.inverse_frequencies(10))
+
+
+def test_page_dsa_picks_the_far_key():
+    """'among 1024 tokens the indexer picks it first' ... 'the key it picks lies 1,023
+    positions back'."""
+    rng = np.random.default_rng(0)
+    heads, n_tok, d_idx, d_rot = 4, 1024, 128, 64
+    q_idx = rng.standard_normal((heads, n_tok, d_idx))
+    k_idx = rng.standard_normal((n_tok, d_idx))
+    k_idx[0, d_rot:] = 4 * q_idx[:, -1, d_rot:].mean(axis=0)
+    scores = lc.dsa_index_scores(q_idx, k_idx, np.ones((n_tok, heads)),
+                                 posenc.inverse_frequencies(d_rot))
+    assert int(np.argmax(scores[-1])) == 0

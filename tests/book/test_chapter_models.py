@@ -140,6 +140,32 @@ def test_atlas_table_and_figures_in_both_languages():
         pf.atlas_table([{"name": "x"}])
 
 
+def test_atlas_rows_keep_their_qualifier():
+    """A row whose config is not what a checkpoint ships says so in both languages: the
+    Qwen3 row adds the YaRN of the Qwen3 docs (the published config has none), gpt-oss is
+    the 120b reference config, SmolLM3 its final long-context stage."""
+    import posenc.figures as pf
+    from posenc.figures.models import _QUALIFIERS
+
+    expected = {
+        "en": ["Qwen3 8B (+ YaRN, as the Qwen3 docs recommend)",
+               "gpt-oss (120b reference config)", "SmolLM3 3B (final long-context stage)"],
+        "zh": ["Qwen3 8B（加上 Qwen3 文档推荐的 YaRN）", "gpt-oss（120b 的参考配置）",
+               "SmolLM3 3B（最后的长上下文训练阶段）"],
+    }
+    for lang, names in expected.items():
+        pf.set_language(lang)
+        rows = [row[0] for row in pf.atlas_table(atlas()).rows]
+        assert set(names) <= set(rows), rows
+    pf.set_language("en")
+    for d in atlas():
+        model, _, qualifier = d.name.partition(" (")
+        if qualifier:
+            assert qualifier.removesuffix(")") in _QUALIFIERS, (
+                f"{d.name}: add its qualifier's words in both languages to _QUALIFIERS "
+                "in posenc/figures/models.py")
+
+
 # -- DeepSeek-V3 ---------------------------------------------------------------------------
 
 

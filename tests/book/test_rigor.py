@@ -170,6 +170,15 @@ BANNED_ZH = {
     "缩放可学习位置嵌入": "把可学习位置嵌入插值到新网格（缩放专指 RoPE 的缩放规则）",
     "即时模式": "即时执行（eager）",
     "逐个运算": "逐个算子",
+    "缩放因子": "缩放倍数（factor；“因子”留给注意力因子）",
+    "NTK 感知": "NTK-aware 缩放",
+    "NTK-aware 插值": "NTK-aware 缩放",
+    "图集": "图鉴",
+    "提示词": "提示",
+    "内插": "插值",
+    "基频": "基数（引语可加引号：“调整基频”）",
+    "逐出": "挤出去（滚动缓存把词元挤出去）",
+    "一部分分量": "一部分维",
 }
 
 # Variants that need a pattern: (pattern, what it matches) -> the book's term.
@@ -183,7 +192,21 @@ BANNED_ZH_PATTERNS = {
     # a GitHub issue is 议题, as the pitfalls chapter says: 25306 号议题, 议题追踪
     (r"\d+\s*号问题|问题追踪|问题讨论串|公开的问题讨论|问题区|(?:提交|开一个)问题",
      "GitHub 的 issue 叫问题"): "议题（25306 号议题、议题讨论串）",
+    # factor (s) has one name; 注意力因子 and a factor of a product keep 因子
+    (r"维度对的缩放系数|[长短]系数|[长短]倍数|两组倍数|搜索出来?的倍数|固定因子|匹配的因子",
+     "factor 的别名"): "缩放倍数（长、短两组缩放倍数）",
+    (r"本[包书]的(?:单元)?测试|包里的测试", "测试的主语"): "本库的测试",
+    (r"头的宽度|宽的头", "头的宽度"): "头维度（每头 d 维）",
+    # resizing a learned table is interpolation; 缩放 is RoPE's long-context scaling
+    (r"位置嵌入的缩放|的表来缩放|缩放(?:后的表|后的最大误差|到更大网格|给不了)",
+     "缩放可学习的表"): "插值（插值到新网格、插值后的表）",
+    (r"(?:每个|一个)程序(?!实例)", "Triton 的程序"): "程序实例（Triton program instance）",
 }
+
+# The experiments chapter is being rewritten; its old names are listed here until the
+# rewrite lands, so that every other page is held to the table above.
+PENDING_ZH = {"experiments.md": {"factor 的别名", "NTK-aware 插值", "测试的主语"},
+              "experiments_pages.py": {"factor 的别名"}}
 
 # English words that may stand in Chinese prose: names and terms of art that have no
 # Chinese form in this book.  Anything else in lowercase letters is a stray word.
@@ -214,6 +237,7 @@ ALLOWED_NAMES = {
     "RNoPE", "SWA", "Cohere", "Command", "R7B", "Next", "Linear", "MLA", "Jamba", "Falcon",
     "Exp", "MHA2MLA", "SVD", "LongBench", "TransMLA", "GQA", "FoPE", "HoPE", "CoPE", "PaTH",
     "FoX", "Householder", "Flip", "Flop", "StreamingLLM", "STRING", "RULER", "MedGemma",
+    "InfiniteBench", "Instruct", "AWQ", "Hadamard", "FP8", "DSA",
     # libraries, tools, systems, companies, datasets
     "PyTorch", "NumPy", "Python", "MyST", "NB", "Linux", "Meta", "README", "WMT", "BLEU",
     "WikiText", "SHA", "F821", "AllenNLP", "GitHub", "Triton", "CUDA", "Liger", "Inductor",
@@ -338,12 +362,14 @@ def stray_english(prose: str) -> list[str]:
     return hits
 
 
-def banned_hits(text: str) -> list[str]:
+def banned_hits(text: str, pending: frozenset = frozenset()) -> list[str]:
+    """The banned terms in ``text``, leaving out the rules named in ``pending``."""
     # a term quoted as a term (本书统一用“维度对”，别处也叫“分量对”) is a mention, not a use
     text = re.sub(r"“[^”]{1,8}”", " ", text)
-    hits = [f"{bad} (use {good})" for bad, good in BANNED_ZH.items() if bad in text]
+    hits = [f"{bad} (use {good})" for bad, good in BANNED_ZH.items()
+            if bad in text and bad not in pending]
     hits += [f"{name} (use {good})" for (pattern, name), good in BANNED_ZH_PATTERNS.items()
-             if re.search(pattern, text)]
+             if name not in pending and re.search(pattern, text)]
     return hits
 
 
@@ -435,7 +461,28 @@ def test_banned_terms_rule():
      ("在 `transformers` 的 25306 号问题里", "GitHub 的 issue 叫问题"),
      ("## 问题追踪里的错误", "GitHub 的 issue 叫问题"),
      ("## 缩放可学习位置嵌入", "缩放可学习位置嵌入"),
-     ("与即时模式（eager）的自动求导比对", "即时模式"), ("逐个运算地执行", "逐个运算")],
+     ("与即时模式（eager）的自动求导比对", "即时模式"), ("逐个运算地执行", "逐个运算"),
+     # pass 4: the drifting names of the zh review's term table
+     ("为每个维度找缩放因子", "缩放因子"), ("用一组逐维度对的缩放系数", "factor 的别名"),
+     ("仍是按短系数旋转的", "factor 的别名"), ("每个位置都改用长倍数旋转", "factor 的别名"),
+     ("一个搜索出来的倍数", "factor 的别名"), ("就带着这样两组倍数", "factor 的别名"),
+     ("静态 NTK，固定因子", "factor 的别名"), ("与长度匹配的因子", "factor 的别名"),
+     ("NTK 感知规则", "NTK 感知"), ("NTK 感知的基数", "NTK 感知"),
+     ("{term}`NTK-aware 插值 <NTK-aware scaling>`", "NTK-aware 插值"),
+     ("其中有的文件属于图集里的模型", "图集"),
+     ("本包的测试逐行对照", "测试的主语"), ("本书的测试表明", "测试的主语"),
+     ("包里的测试再拿真实文件来核对", "测试的主语"),
+     ("图文混排的提示词", "提示词"), ("直接内插会伤到高频部分", "内插"),
+     ("可学习位置嵌入的缩放", "缩放可学习的表"), ("当作学出来的表来缩放", "缩放可学习的表"),
+     ("缩放给不了的", "缩放可学习的表"), ("缩放后的表只是", "缩放可学习的表"),
+     ("纵轴是缩放后的最大误差", "缩放可学习的表"), ("表缩放到更大网格", "缩放可学习的表"),
+     ("这些模型每个头的宽度都是", "头的宽度"), ("对 64 宽的头", "头的宽度"),
+     ("连同单个注意力头的宽度", "头的宽度"), ("而不是按整个头的宽度", "头的宽度"),
+     ("团队比较了调整基频、位置插值和 YaRN", "基频"),
+     ("所以把它们逐出的滚动缓存会失效", "逐出"),
+     ("只旋转每个查询头和键头的一部分分量", "一部分分量"),
+     ("每个程序用 `posenc` 的 float64 频率", "Triton 的程序"),
+     ("一个程序处理的分块有多少字节", "Triton 的程序")],
 )
 def test_banned_terms_rule_catches_the_old_variants(phrase, banned):
     assert any(hit.startswith(f"{banned} (use") for hit in banned_hits(phrase)), phrase
@@ -443,13 +490,18 @@ def test_banned_terms_rule_catches_the_old_variants(phrase, banned):
 
 @pytest.mark.parametrize(
     "phrase",
-    ["单元格在这个解上检验", "本包的单元测试", "每个维度对各做一次旋转", "第 $i$ 个维度对",
+    ["单元格在这个解上检验", "本库的单元测试", "每个维度对各做一次旋转", "第 $i$ 个维度对",
      "一对维度对", "基数取 100", "图块按光栅顺序编号", "热力图", "原始上下文窗口",
      "可学习位置嵌入", "视觉 Transformer（ViT）", "英文版", "是 `x.clone()` 的 1.3 倍",
      "{glue:text}`md_side` × {glue:text}`md_side`", "512 × 512 时",
      "头维度为 128", "192 维里只有 64 维参与旋转", "矩阵的特征值", "长度泛化",
      "25306 号议题", "议题追踪", "出了什么问题", "把可学习位置嵌入插值到新网格",
-     "与即时执行（eager）的自动求导比对", "逐个算子执行"],
+     "与即时执行（eager）的自动求导比对", "逐个算子执行",
+     "缩放倍数 $s$", "长的那组缩放倍数", "注意力因子", "只差一个因子", "softmax 的缩放系数",
+     "NTK-aware 缩放", "图鉴", "本库的测试", "短提示", "插值到更大网格之后", "插值后的表",
+     "词元嵌入的缩放", "已发表的缩放规则", "头维度", "每头 64 维的注意力头",
+     "他们称之为“调整基频”", "滚动缓存把它们挤出去", "一部分维", "Triton 的一个程序实例",
+     "导出的程序会保留这个算子"],
 )
 def test_banned_terms_rule_leaves_the_book_terms(phrase):
     assert banned_hits(phrase) == [], phrase
@@ -513,8 +565,19 @@ def test_zh_prose_writes_context_lengths_with_capital_k(page):
 
 @pytest.mark.parametrize("page", ZH_PAGES, ids=_rel)
 def test_zh_page_uses_the_book_terms(page):
-    text = page.read_text(encoding="utf-8")
-    assert not banned_hits(text), f"{_rel(page)}: {banned_hits(text)}"
+    hits = banned_hits(page.read_text(encoding="utf-8"), PENDING_ZH.get(page.name, frozenset()))
+    assert not hits, f"{_rel(page)}: {hits}"
+
+
+def test_pending_terms_are_still_pending():
+    """A page listed in PENDING_ZH still has each listed old name (else drop it there)."""
+    for name, rules in PENDING_ZH.items():
+        path = next(p for p in [*ZH_PAGES, *FIGURE_MODULES] if p.name == name)
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".py":
+            text = "\n".join(zh_labels(text))
+        hits = {hit.split(" (use")[0] for hit in banned_hits(text)}
+        assert rules <= hits, f"{name}: no longer uses {sorted(rules - hits)}; remove them"
 
 
 @pytest.mark.parametrize("page", ZH_PAGES, ids=_rel)
@@ -558,7 +621,7 @@ def test_zh_figure_labels_use_the_book_terms(module):
     labels = zh_labels(module.read_text(encoding="utf-8"))
     problems = []
     for text in labels:
-        problems += banned_hits(text)
+        problems += banned_hits(text, PENDING_ZH.get(module.name, frozenset()))
         problems += stray_english(label_prose(text))
         problems += capitalised_english(label_prose(text))
         problems += cjk_space_hits(label_prose(text, fill=PLACEHOLDER))
