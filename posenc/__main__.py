@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 __all__ = ["main"]
 
@@ -23,7 +24,8 @@ def _parser():
     sub = parser.add_subparsers(dest="command", required=True)
     inspect = sub.add_parser("inspect", help="describe the positions of a config.json")
     inspect.add_argument("config", help="path to a Hugging Face config.json")
-    inspect.add_argument("--name", help="model name to print (default: _name_or_path)")
+    inspect.add_argument("--name", help="model name to print (default: _name_or_path, else "
+                         "the folder of the config.json)")
     inspect.add_argument("--json", action="store_true", help="print the row as JSON")
     inspect.add_argument("--plot", metavar="FILE", help="save the frequency spectrum figure")
     return parser
@@ -48,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
         name = args.name
         if {"config", "facts", "sources"} <= set(config):  # an atlas file: its config
             name, config = name or config.get("name"), config["config"]
+        elif name is None and not config.get("_name_or_path"):  # published files have none
+            path = Path(args.config).resolve()
+            name = path.name if path.is_dir() else (
+                path.parent.name if path.name == "config.json" else path.stem)
         description = describe_config(config, name=name)
     except (ValueError, TypeError) as exc:
         message = " ".join(str(exc).split())  # one line, of a readable length

@@ -818,15 +818,19 @@ def _depth(text):
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
-    """Read a ``config.json`` file into a dict, with errors that name the file."""
+    """Read a ``config.json`` file (or the one in a model's folder) into a dict, with
+    errors that name the file."""
     path = Path(path)
+    if path.is_dir() and (path / "config.json").is_file():
+        path = path / "config.json"
     try:
         with path.open("rb") as f:
             raw = f.read(_MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise ValueError(f"config file {str(path)!r} does not exist") from None
     except IsADirectoryError:
-        raise ValueError(f"config path {str(path)!r} is a directory, not a config.json") from None
+        raise ValueError(f"config path {str(path)!r} is a directory without a config.json; "
+                         "pass the config.json or the model folder that holds it") from None
     if len(raw) > _MAX_CONFIG_BYTES:
         raise ValueError(f"config file {str(path)!r} is larger than {_MAX_CONFIG_BYTES:,} bytes "
                          "(a config.json is a few kilobytes)")

@@ -56,7 +56,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -143,8 +142,7 @@ def _describe(config):
     if hasattr(config, "to_dict") and not isinstance(config, Mapping):
         config = config.to_dict()
     elif isinstance(config, (str, os.PathLike)):
-        path = Path(config)
-        config = load_config(path / "config.json" if path.is_dir() else path)
+        config = load_config(config)
     elif not isinstance(config, Mapping):
         raise TypeError(
             "config must be a transformers config, a dict or the path of a config.json, "

@@ -238,3 +238,19 @@ def test_hostile_file_exits_2_with_one_line_naming_the_key(tmp_path, capsys, nam
     assert err.count("\n") == 1 and err.startswith("posenc inspect: "), err
     assert fragment in err, err
     assert elapsed < 5.0 and peak < 200 * 2**20, (elapsed, peak)
+
+
+def test_a_model_folder_reads_its_config_json(tmp_path):
+    folder = ZOO / "qwen2.5-7b"
+    assert load_config(folder) == load_config(folder / "config.json")
+    with pytest.raises(ValueError, match="directory without a config.json.*model folder"):
+        load_config(tmp_path)
+
+
+def test_inspect_names_a_published_file_after_its_folder():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "posenc", "inspect", str(ZOO / "qwen2.5-7b")],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[0] == "qwen2.5-7b"
