@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from .._typing import Layout
-from .._validation import check_bool, check_layout
+from .._validation import check_layout
 from ._eager import _rotate_functional
 from .rope import RotaryEmbedding, _describe
 
@@ -91,10 +91,15 @@ def apply_rotary_pos_emb(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor,
         if t.shape[-1] < r:
             raise ValueError(f"{name} must be at least as wide as cos ({r} features), got "
                              f"shape {tuple(t.shape)}; rotate the whole head or its RoPE part")
-    wide = torch.float64 in (q.dtype, k.dtype, cos.dtype)
+    return _rotate_qk(q, k, cos[..., :r // 2], sin[..., :r // 2], r, unsqueeze_dim, layout)
+
+
+def _rotate_qk(q, k, c, s, r, unsqueeze_dim, layout):
+    """Rotate the first ``r`` features of q and k by the half-width table (c, s)."""
+    wide = torch.float64 in (q.dtype, k.dtype, c.dtype)
     compute = torch.float64 if wide else torch.float32
-    c = cos[..., :r // 2].unsqueeze(unsqueeze_dim).to(compute)
-    s = sin[..., :r // 2].unsqueeze(unsqueeze_dim).to(compute)
+    c = c.unsqueeze(unsqueeze_dim).to(compute)
+    s = s.unsqueeze(unsqueeze_dim).to(compute)
     return _rotate_functional(q, c, s, r, layout), _rotate_functional(k, c, s, r, layout)
 
 
@@ -110,9 +115,10 @@ class TransformersRotaryEmbedding(nn.Module):
     ----------
     config : transformers config, mapping, str or path
         As for :meth:`RotaryEmbedding.from_config <posenc.torch.RotaryEmbedding.from_config>`.
-    complex : bool, default False
-        Return ``cos + i sin`` of the half-width table (Llama 4's ``freqs_cis``) instead
-        of ``(cos, sin)``.
+    table : {"full", "half", "complex"}, default "full"
+        The format the model's attention takes: transformers' ``(cos, sin)`` with the
+        half-width table written twice; the half-width table once (gpt-oss); or
+        ``cos + i sin`` of the half-width table (Llama 4's ``freqs_cis``).
 
     Examples
     --------
@@ -124,7 +130,7 @@ class TransformersRotaryEmbedding(nn.Module):
     (torch.Size([1, 3, 16]), 'half')
     """
 
-    def __init__(self, config: Any, complex: bool = False) -> None:
+    def __init__(self, config: Any, table: str = "full") -> None:
         super().__init__()
         desc = _describe(config)
         types = [layer.layer_type for layer in desc.layers]
@@ -137,7 +143,10 @@ class TransformersRotaryEmbedding(nn.Module):
         self.ropes = nn.ModuleDict({str(t): r for t, r in ropes.items()})
         self.layer_types = tuple(types)
         self.layout = next(iter(ropes.values())).layout
-        self.complex = check_bool(complex, "complex")
+        if table not in ("full", "half", "complex"):
+            raise ValueError(f"table must be 'full', 'half' or 'complex', got {table!r}; "
+                             "'full' is transformers' (cos, sin)")
+        self.table = table
 
     def forward(self, x: torch.Tensor, position_ids: torch.Tensor,
                 layer_type: str | None = None) -> Any:
@@ -147,20 +156,24 @@ class TransformersRotaryEmbedding(nn.Module):
                              f"got {layer_type!r}; pass the layer type the model passes")
         rope: RotaryEmbedding = self.ropes[key]  # type: ignore[assignment]
         cos, sin = rope.cos_sin(position_ids.to(x.device))
-        if self.complex:  # Llama 4's freqs_cis: the half-width table as complex numbers
-            h = cos.shape[-1] // 2
-            return torch.complex(cos[..., :h], sin[..., :h])
-        return cos, sin
+        if self.table == "full":
+            return cos, sin
+        h = cos.shape[-1] // 2
+        if self.table == "half":
+            return cos[..., :h], sin[..., :h]
+        return torch.complex(cos[..., :h], sin[..., :h])
 
 
 def _apply_freqs_cis(xq: torch.Tensor, xk: torch.Tensor, freqs_cis: torch.Tensor
                      ) -> tuple[torch.Tensor, torch.Tensor]:
     """Llama 4's ``apply_rotary_emb``: ``(batch, seq, heads, dim)`` tensors, complex table."""
-    c = freqs_cis.real.unsqueeze(2).to(torch.float32)
-    s = freqs_cis.imag.unsqueeze(2).to(torch.float32)
-    r = 2 * c.shape[-1]
-    return (_rotate_functional(xq, c, s, r, "interleaved"),
-            _rotate_functional(xk, c, s, r, "interleaved"))
+    return _rotate_qk(xq, xk, freqs_cis.real, freqs_cis.imag, 2 * freqs_cis.shape[-1], 2,
+                      "interleaved")
+
+
+def _apply_half_table(q, k, cos, sin, unsqueeze_dim=1):
+    """gpt-oss's ``apply_rotary_pos_emb``: the half-width table, written once."""
+    return _rotate_qk(q, k, cos, sin, 2 * cos.shape[-1], unsqueeze_dim, "half")
 
 
 def _apply_interleaved(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
@@ -168,15 +181,20 @@ def _apply_interleaved(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
     return apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim, layout="interleaved")
 
 
-def _replacements(modeling, layout, complex_table):
+def _replacements(modeling, layout, table):
     """{name in the modeling file: posenc's function} for a family, or None."""
-    if complex_table:
+    if table == "complex":
         if callable(getattr(modeling, "apply_rotary_emb", None)):
             return {"apply_rotary_emb": _apply_freqs_cis}
         return None
     if not callable(getattr(modeling, "apply_rotary_pos_emb", None)):
         return None
-    ours = apply_rotary_pos_emb if layout == "half" else _apply_interleaved
+    if table == "half":
+        ours = _apply_half_table if layout == "half" else None
+    else:
+        ours = apply_rotary_pos_emb if layout == "half" else _apply_interleaved
+    if ours is None:
+        return None
     return {n: ours for n in ("apply_rotary_pos_emb", "apply_rotary_pos_emb_interleave")
             if callable(getattr(modeling, n, None))}
 
@@ -192,7 +210,8 @@ def patch(model: nn.Module) -> nn.Module:
     attention scores of random queries and keys rotated by posenc and by the model's own
     functions, at positions near 0, near the original length and near
     ``max_position_embeddings``, must agree to within transformers' float32 angle error,
-    or nothing is changed.  Like Liger's ``apply_liger_kernel_to_*``, replacing the
+    and so must posenc's function fed the model's own table (what an unpatched model of
+    the family calls after the swap), or nothing is changed.  Like Liger's ``apply_liger_kernel_to_*``, replacing the
     modeling file's function acts on every model of that family in the process.
 
     Parameters
@@ -243,10 +262,15 @@ def patch(model: nn.Module) -> nn.Module:
                              "patch the model once its weights are loaded")
         modeling = sys.modules[type(old).__module__]
         first_type = _describe(config).layers[0].layer_type if _takes_type(old) else None
-        table = _call(old, torch.arange(2)[None], device, first_type)
-        complex_table = torch.is_tensor(table) and table.is_complex()
-        new = TransformersRotaryEmbedding(config, complex=complex_table)
-        funcs = _replacements(modeling, new.layout, complex_table)
+        theirs_table = _call(old, torch.arange(2)[None], device, first_type)
+        new = TransformersRotaryEmbedding(config)
+        width = next(iter(new.ropes.values())).dim
+        if torch.is_tensor(theirs_table) and theirs_table.is_complex():
+            table = "complex"
+        else:
+            table = "half" if 2 * theirs_table[0].shape[-1] == width else "full"
+        new = TransformersRotaryEmbedding(config, table)
+        funcs = _replacements(modeling, new.layout, table)
         if not funcs:
             raise ValueError(
                 f"{modeling.__name__} has no rotation function posenc replaces (its attention "
@@ -255,8 +279,8 @@ def patch(model: nn.Module) -> nn.Module:
                 and "apply_rotary_pos_emb_interleave" in funcs else next(iter(funcs)))
         # a fresh module for the check: it may move dynamic NTK's state
         _check(name, old, getattr(modeling, used),
-               TransformersRotaryEmbedding(config, complex=complex_table), funcs[used],
-               config, device, complex_table)
+               TransformersRotaryEmbedding(config, table), funcs[used], config, device,
+               table == "complex")
         plans.append((name, new.to(device), modeling, funcs))
     for name, new, modeling, funcs in plans:
         parent, _, attr = name.rpartition(".")
@@ -303,10 +327,16 @@ def _check(name, old, theirs, fresh, ours, config, device, complex_table):
             their_t = (t or desc.layers[0].layer_type) if takes_type else None
             want = _scores(old, theirs, their_t, width, positions, device, complex_table)
             got = _scores(fresh, ours, t, width, positions, device, complex_table)
-            err = float((want - got).abs().max()) / max(float(want.abs().max()), 1e-30)
-            if not err < 1e-5 + (start + 32) * 2.0**-21:  # transformers: float32 angles
-                where = "" if t is None else f" of layer type {t!r}"
-                raise ValueError(
-                    f"posenc's rotation{where} differs from {type(old).__name__}'s at positions "
-                    f"{start}..{start + 31} (relative error {err:.2g} in attention scores): "
-                    "not patched; build RotaryEmbedding.from_config for your own attention")
+            # the modeling file's function is swapped for every model of the family: it
+            # must also rotate right with the tables of models left unpatched
+            mixed = _scores(old, ours, their_t, width, positions, device, complex_table)
+            for what, scores in (("posenc's rotation", got),
+                                 ("posenc's function with the model's own table", mixed)):
+                err = float((want - scores).abs().max()) / max(float(want.abs().max()), 1e-30)
+                if not err < 1e-5 + (start + 32) * 2.0**-21:  # transformers: float32 angles
+                    where = "" if t is None else f" (layer type {t!r})"
+                    raise ValueError(
+                        f"{what}{where} differs from {type(old).__name__} with its own "
+                        f"function at positions {start}..{start + 31} (relative error "
+                        f"{err:.2g} in attention scores): not patched; build "
+                        "RotaryEmbedding.from_config for your own attention")

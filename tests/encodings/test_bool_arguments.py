@@ -117,9 +117,6 @@ CALLS = {
         lambda v: posenc.apply_mrope(_x(1, 1, 3, 8), _ids(), mrope_section=[2, 1, 1],
                                      interleaved=v),
     ("RotaryEmbedding.__init__", "compiled"): lambda v: pt.RotaryEmbedding(8, compiled=v),
-    ("TransformersRotaryEmbedding.__init__", "complex"):
-        lambda v: __import__("posenc.torch.hf", fromlist=["x"]).TransformersRotaryEmbedding(
-            {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4}, complex=v),
     ("RotaryEmbedding.forward", "inplace"): lambda v: pt.RotaryEmbedding(8)(
         torch.zeros(1, 2, 8), torch.zeros(1, 2, 8), inplace=v),
     ("ShawRelativeAttention.__init__", "bias"):

@@ -52,6 +52,11 @@ MODELS = {
         max_position_embeddings=16384, rope_parameters=dict(
             rope_type="yarn", rope_theta=1e4, factor=4.0, original_max_position_embeddings=4096,
             mscale=1.0, mscale_all_dim=1.0, beta_fast=32, beta_slow=1))),
+    "gpt-oss-yarn": (T.GptOssConfig, dict(
+        head_dim=16, num_local_experts=2, num_experts_per_tok=1, max_position_embeddings=8192,
+        rope_parameters=dict(rope_type="yarn", rope_theta=150000.0, factor=2.0,
+                             original_max_position_embeddings=4096, beta_fast=32.0,
+                             beta_slow=1.0, truncate=False))),
     "llama4-nope-layers": (T.Llama4TextConfig, dict(
         head_dim=16, num_local_experts=2, intermediate_size_mlp=64, attention_chunk_size=16,
         no_rope_layers=[1, 0])),
@@ -98,7 +103,8 @@ def _unpatched():
     from posenc.torch import hf
 
     yield
-    ours = {hf.apply_rotary_pos_emb, hf._apply_interleaved, hf._apply_freqs_cis}
+    ours = {hf.apply_rotary_pos_emb, hf._apply_interleaved, hf._apply_freqs_cis,
+            hf._apply_half_table}
     for name, module in list(sys.modules.items()):
         if name.startswith("transformers.models.") and any(
                 getattr(module, n, None) in ours
@@ -237,7 +243,7 @@ def test_patch_refuses_what_it_cannot_patch_exactly(monkeypatch):
     # a reader that got the pairing wrong would rotate differently: the check sees it
     monkeypatch.setattr(posenc.atlas, "_INTERLEAVED_FAMILIES", frozenset({"llama"}))
     model = _model("llama")
-    with pytest.raises(ValueError, match="differs from LlamaRotaryEmbedding's .*not patched"):
+    with pytest.raises(ValueError, match="differs from LlamaRotaryEmbedding with its own function.*not patched"):
         patch(model)
     assert type(model.model.rotary_emb).__name__ == "LlamaRotaryEmbedding"
 
