@@ -115,10 +115,11 @@ class TransformersRotaryEmbedding(nn.Module):
     ----------
     config : transformers config, mapping, str or path
         As for :meth:`RotaryEmbedding.from_config <posenc.torch.RotaryEmbedding.from_config>`.
-    table : {"full", "half", "complex"}, default "full"
+    table : {"full", "repeat", "half", "complex"}, default "full"
         The format the model's attention takes: transformers' ``(cos, sin)`` with the
-        half-width table written twice; the half-width table once (gpt-oss); or
-        ``cos + i sin`` of the half-width table (Llama 4's ``freqs_cis``).
+        half-width table written twice; each column written twice in place (Cohere's
+        ``repeat_interleave``); the half-width table once (gpt-oss); or ``cos + i sin``
+        of the half-width table (Llama 4's ``freqs_cis``).
 
     Examples
     --------
@@ -143,9 +144,9 @@ class TransformersRotaryEmbedding(nn.Module):
         self.ropes = nn.ModuleDict({str(t): r for t, r in ropes.items()})
         self.layer_types = tuple(types)
         self.layout = next(iter(ropes.values())).layout
-        if table not in ("full", "half", "complex"):
-            raise ValueError(f"table must be 'full', 'half' or 'complex', got {table!r}; "
-                             "'full' is transformers' (cos, sin)")
+        if table not in _TABLES:
+            raise ValueError(f"table must be one of {', '.join(map(repr, _TABLES))}, got "
+                             f"{table!r}; 'full' is transformers' (cos, sin)")
         self.table = table
 
     def forward(self, x: torch.Tensor, position_ids: torch.Tensor,
@@ -161,7 +162,12 @@ class TransformersRotaryEmbedding(nn.Module):
         h = cos.shape[-1] // 2
         if self.table == "half":
             return cos[..., :h], sin[..., :h]
+        if self.table == "repeat":
+            return cos[..., :h].repeat_interleave(2, -1), sin[..., :h].repeat_interleave(2, -1)
         return torch.complex(cos[..., :h], sin[..., :h])
+
+
+_TABLES = ("full", "repeat", "half", "complex")
 
 
 def _apply_freqs_cis(xq: torch.Tensor, xk: torch.Tensor, freqs_cis: torch.Tensor
@@ -176,27 +182,53 @@ def _apply_half_table(q, k, cos, sin, unsqueeze_dim=1):
     return _rotate_qk(q, k, cos, sin, 2 * cos.shape[-1], unsqueeze_dim, "half")
 
 
-def _apply_interleaved(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
+def _apply_repeat_table(q, k, cos, sin, unsqueeze_dim=1):
+    """Cohere's ``apply_rotary_pos_emb``: each column written twice, neighbours paired."""
+    return _rotate_qk(q, k, cos[..., ::2], sin[..., ::2], cos.shape[-1], unsqueeze_dim,
+                      "interleaved")
+
+
+def _apply_interleaved(q, k, cos, sin, unsqueeze_dim=1):
     """:func:`apply_rotary_pos_emb` with ``layout="interleaved"``, in transformers' signature."""
     return apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim, layout="interleaved")
 
 
-def _replacements(modeling, layout, table):
-    """{name in the modeling file: posenc's function} for a family, or None."""
+def _apply_deepseek_interleave(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
+    """DeepSeek-V3's ``apply_rotary_pos_emb_interleave``: neighbours paired."""
+    return apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim, layout="interleaved")
+
+
+#: The original functions of the modeling files patch has changed: what the check
+#: compares with, however many models of a family are patched.
+_ORIGINALS: dict[tuple[str, str], Any] = {}
+
+
+def _replacements(modeling, family_layout, table):
+    """{name in the modeling file: (posenc's function, the original)}, or None.
+
+    Each name keeps its contract whatever the model: ``apply_rotary_pos_emb`` pairs as the
+    family does and reads the family's table format; ``apply_rotary_pos_emb_interleave``
+    (DeepSeek-V3 with ``rope_interleave``) pairs neighbours.
+    """
+    def original(name):
+        return _ORIGINALS.get((modeling.__name__, name), getattr(modeling, name, None))
+
     if table == "complex":
-        if callable(getattr(modeling, "apply_rotary_emb", None)):
-            return {"apply_rotary_emb": _apply_freqs_cis}
-        return None
-    if not callable(getattr(modeling, "apply_rotary_pos_emb", None)):
-        return None
-    if table == "half":
-        ours = _apply_half_table if layout == "half" else None
+        names = {"apply_rotary_emb": _apply_freqs_cis}
+    elif table == "half":
+        names = {"apply_rotary_pos_emb": _apply_half_table if family_layout == "half" else None}
+    elif table == "repeat":
+        names = {"apply_rotary_pos_emb":
+                 _apply_repeat_table if family_layout == "interleaved" else None}
     else:
-        ours = apply_rotary_pos_emb if layout == "half" else _apply_interleaved
-    if ours is None:
+        names = {"apply_rotary_pos_emb": (apply_rotary_pos_emb if family_layout == "half"
+                                          else _apply_interleaved),
+                 "apply_rotary_pos_emb_interleave": _apply_deepseek_interleave}
+    out = {n: (f, original(n)) for n, f in names.items() if callable(original(n))}
+    first = next(iter(names))
+    if first not in out or out[first][0] is None:
         return None
-    return {n: ours for n in ("apply_rotary_pos_emb", "apply_rotary_pos_emb_interleave")
-            if callable(getattr(modeling, n, None))}
+    return out
 
 
 def patch(model: nn.Module) -> nn.Module:
@@ -256,38 +288,72 @@ def patch(model: nn.Module) -> nn.Module:
         if config is None:
             raise ValueError(f"{name} ({type(old).__name__}) has no config to build from; "
                              "patch transformers' own rotary modules only")
-        device = next((b.device for b in old.buffers()), torch.device("cpu"))
+        buffers = dict(old.named_buffers())
+        device = next((b.device for b in buffers.values()), torch.device("cpu"))
         if device.type == "meta":
             raise ValueError(f"{name} is on the meta device (no values to check against); "
                              "patch the model once its weights are loaded")
+        cast = [b.dtype for n, b in buffers.items() if "inv_freq" in n
+                and b.dtype not in (torch.float32, torch.float64)]
+        if cast:
+            raise ValueError(
+                f"{name}'s inv_freq is {cast[0]} (the model was cast with .to(dtype)), so its "
+                "own angles are rounded and cannot be checked against; patch the model "
+                "before casting it, or load it with dtype=... (which keeps inv_freq float32)")
         modeling = sys.modules[type(old).__module__]
-        first_type = _describe(config).layers[0].layer_type if _takes_type(old) else None
-        theirs_table = _call(old, torch.arange(2)[None], device, first_type)
+        desc = _describe(config)
+        family_layout = ("interleaved" if getattr(config, "model_type", None)
+                         in _interleaved_families() else "half")
         new = TransformersRotaryEmbedding(config)
-        width = next(iter(new.ropes.values())).dim
-        if torch.is_tensor(theirs_table) and theirs_table.is_complex():
-            table = "complex"
-        else:
-            table = "half" if 2 * theirs_table[0].shape[-1] == width else "full"
+        table = _table_format(old, desc, new, device)
         new = TransformersRotaryEmbedding(config, table)
-        funcs = _replacements(modeling, new.layout, table)
+        funcs = _replacements(modeling, family_layout, table)
         if not funcs:
             raise ValueError(
                 f"{modeling.__name__} has no rotation function posenc replaces (its attention "
                 "rotates another way); build RotaryEmbedding.from_config for your own attention")
         used = ("apply_rotary_pos_emb_interleave" if getattr(config, "rope_interleave", False)
                 and "apply_rotary_pos_emb_interleave" in funcs else next(iter(funcs)))
-        # a fresh module for the check: it may move dynamic NTK's state
-        _check(name, old, getattr(modeling, used),
-               TransformersRotaryEmbedding(config, table), funcs[used], config, device,
-               table == "complex")
+        try:
+            # a fresh module for the check: it may move dynamic NTK's state
+            _check(old, funcs[used][1], TransformersRotaryEmbedding(config, table),
+                   funcs[used][0], desc, device, table == "complex")
+        except ValueError:
+            raise
+        except Exception as exc:  # the model's own functions refuse the probe's shapes
+            raise ValueError(
+                f"{type(old).__name__} and {modeling.__name__}.{used} cannot be checked with "
+                f"posenc's probe ({type(exc).__name__}: {exc}): not patched; build "
+                "RotaryEmbedding.from_config for your own attention") from None
         plans.append((name, new.to(device), modeling, funcs))
     for name, new, modeling, funcs in plans:
         parent, _, attr = name.rpartition(".")
         setattr(model.get_submodule(parent) if parent else model, attr, new)
-        for n, f in funcs.items():
-            setattr(modeling, n, f)
+        for n, (ours, theirs) in funcs.items():
+            _ORIGINALS.setdefault((modeling.__name__, n), theirs)
+            setattr(modeling, n, ours)
     return model
+
+
+def _interleaved_families():
+    from ..atlas import _INTERLEAVED_FAMILIES
+
+    return _INTERLEAVED_FAMILIES
+
+
+def _table_format(old, desc, new, device):
+    """Which of :data:`_TABLES` the model's own rotary module returns."""
+    first_type = desc.layers[0].layer_type if _takes_type(old) else None
+    table = _call(old, torch.arange(3)[None], device, first_type)
+    if torch.is_tensor(table) and table.is_complex():
+        return "complex"
+    cos = table[0][..., -1, :]  # position 2: every pair at a different angle
+    width = next(iter(new.ropes.values())).dim
+    if 2 * cos.shape[-1] == width:
+        return "half"
+    if cos.shape[-1] % 2 == 0 and torch.equal(cos[..., ::2], cos[..., 1::2]):
+        return "repeat"
+    return "full"
 
 
 def _takes_type(rotary):
@@ -313,9 +379,8 @@ def _scores(rotary, apply, layer_type, width, positions, device, seq_first):
     return torch.einsum(spec, q2.double(), k2.double())
 
 
-def _check(name, old, theirs, fresh, ours, config, device, complex_table):
+def _check(old, theirs, fresh, ours, desc, device, complex_table):
     """Refuse a swap whose attention scores differ from the model's own (see :func:`patch`)."""
-    desc = _describe(config)
     width = next(iter(fresh.ropes.values())).dim
     length = desc.max_position_embeddings or 4096
     original = desc.training_length or length

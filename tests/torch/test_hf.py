@@ -104,13 +104,14 @@ def _unpatched():
 
     yield
     ours = {hf.apply_rotary_pos_emb, hf._apply_interleaved, hf._apply_freqs_cis,
-            hf._apply_half_table}
+            hf._apply_half_table, hf._apply_repeat_table, hf._apply_deepseek_interleave}
     for name, module in list(sys.modules.items()):
         if name.startswith("transformers.models.") and any(
                 getattr(module, n, None) in ours
                 for n in ("apply_rotary_pos_emb", "apply_rotary_pos_emb_interleave",
                           "apply_rotary_emb")):
             importlib.reload(module)
+    hf._ORIGINALS.clear()
 
 
 def _rotate_half64(x, pos, inv, factor, r, first):
@@ -293,3 +294,45 @@ def test_readme_quick_start_runs_as_written():
     model, q = scope["model"], scope["q"]
     assert type(_rotary(model)).__name__ == "TransformersRotaryEmbedding"
     assert q.shape == (1, 4, 10, 64)
+
+
+def _tiny(cls, **keys):
+    torch.manual_seed(0)
+    return T.AutoModelForCausalLM.from_config(cls(**{**COMMON, **keys})).eval()
+
+
+MLA = dict(num_key_value_heads=4, q_lora_rank=None, kv_lora_rank=16, qk_rope_head_dim=8,
+           qk_nope_head_dim=16, v_head_dim=16, n_routed_experts=4, num_experts_per_tok=2,
+           first_k_dense_replace=2, moe_intermediate_size=32)
+
+
+@pytest.mark.parametrize("family", ["cohere", "gpt-oss", "deepseek-v3"])
+def test_patch_leaves_other_models_of_the_family_right(family):
+    """patch swaps the modeling file's function for the process: a model left unpatched
+    (here with another table format or pairing) still computes its own logits, and a
+    second model can be patched too."""
+    if family == "cohere":
+        a, b = _tiny(T.CohereConfig), _tiny(T.CohereConfig)
+    elif family == "gpt-oss":
+        keys = dict(head_dim=16, num_local_experts=2, num_experts_per_tok=1)
+        a, b = _tiny(T.GptOssConfig, **keys), _tiny(T.GptOssConfig, **keys)
+    else:
+        keys = dict(MLA, n_group=1, topk_group=1)
+        a = _tiny(T.DeepseekV3Config, rope_interleave=True, **keys)
+        b = _tiny(T.DeepseekV3Config, rope_interleave=False, **keys)
+    ids = torch.randint(0, 97, (1, 12), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        before = b(ids).logits
+        patch(a)
+        assert float((b(ids).logits - before).abs().max()) < 1e-5 * float(before.abs().max())
+        patch(b)
+        assert float((b(ids).logits - before).abs().max()) < 1e-5 * float(before.abs().max())
+
+
+def test_patch_refuses_cast_models_and_probes_it_cannot_run():
+    cast = _model("llama").to(torch.bfloat16)
+    with pytest.raises(ValueError, match="inv_freq is torch.bfloat16.*before casting"):
+        patch(cast)
+    v2 = _tiny(T.DeepseekV2Config, **MLA)  # a complex table over (batch, heads, seq, dim)
+    with pytest.raises(ValueError, match="cannot be checked with posenc's probe.*not patched"):
+        patch(v2)
