@@ -232,13 +232,81 @@ def test_math_is_mathml_written_at_build_time(site):
         for el in math:
             if not el.find("math") or el.select(".posenc-math-error"):
                 problems.append(f"{lang}/{page.name}: not MathML: {el.get_text()[:60]!r}")
+        # as the page holds it (html.parser would drop MathML's own spelling)
+        for mathml in re.findall(r"<math\b.*?</math>", page.read_text(encoding="utf-8"),
+                                 re.S):
+            problems += [f"{lang}/{page.name}: {g}" for g in glued_functions(mathml)]
     assert pages_with_math >= 10, f"only {pages_with_math} pages with math"
     assert not problems, problems[:10]
 
 
+#: TeX's named functions; the converter writes them as one multi-letter <mi>, and \max,
+#: \operatorname{...} and the like as a multi-letter <mo>.
+TEX_FUNCTIONS = set("arccos arcsin arctan arg cos cosh cot coth csc deg det dim exp gcd hom "
+                    "inf ker lg lim liminf limsup ln log max min Pr sec sin sinh sup tan "
+                    "tanh".split())
+
+
+def glued_functions(mathml: str) -> list[str]:
+    """Each named function in ``mathml`` that is glued to what follows it: not applied
+    with ApplyFunction (U+2061), or applied without space before an argument that is not
+    in brackets (TeX's thin space: "cos mθ", never "cosmθ")."""
+    root = ET.fromstring(re.sub(r' xmlns="[^"]*"', "", mathml, count=1))
+    glued = []
+    for row in root.iter():
+        if row.tag not in ("math", "mrow", "msqrt", "mstyle", "mtd", "mpadded", "menclose"):
+            continue
+        kids = list(row)
+        for i, kid in enumerate(kids[:-1]):
+            core = kid
+            while core.tag in ("msub", "msup", "msubsup", "munder", "mover", "munderover"):
+                core = core[0]
+            text = (core.text or "").strip()
+            if len(core) or not (core.tag == "mi" and text in TEX_FUNCTIONS or core.tag == "mo"
+                                 and len(text) > 1 and text.isalpha() and text != "mod"):
+                continue
+            after = kids[i + 1]
+            if after.tag != "mo" or after.text != "\u2061":
+                glued.append(f"{text} without ApplyFunction")
+                continue
+            first = kids[i + 2] if i + 2 < len(kids) else None
+            while first is not None and len(first) and first.tag != "mo":
+                first = first[0]
+            bracket = first is not None and (first.text or "").strip() in ("(", "[", "{")
+            if not bracket and after.get("rspace", "0").strip("em0.") == "":
+                glued.append(f"{text} applied without space")
+    return glued
+
+
+def test_function_names_are_applied_and_spaced():
+    """cos mθ, ln s, max_i, softmax(x): each name applied to its argument (ApplyFunction)
+    with TeX's thin space after it, none before a bracket, a thin space between an
+    ordinary symbol and a name; "mod" stays the binary operator it is."""
+    import posenc_math
+
+    apply = '<mo lspace="0" rspace="{}">&#x2061;</mo>'
+    out = posenc_math.tex_to_mathml(r"x_{2j}\cos m\theta_j", False)
+    assert '<mspace width="0.1667em" /><mi>cos</mi>' + apply.format("0.1667em") + "<mi>m</mi>" in out
+    out = posenc_math.tex_to_mathml(r"\sin(m\theta) + \operatorname{softmax}\left(x\right)", True)
+    assert "<mi>sin</mi>" + apply.format("0") + '<mo stretchy="false">(</mo>' in out
+    assert '<mo lspace="0" rspace="0">softmax</mo>' + apply.format("0") in out
+    out = posenc_math.tex_to_mathml(r"\max_i \log^2 n + a \bmod b", False)
+    assert "</msub>" + apply.format("0.1667em") + "<msup>" in out
+    assert "</msup>" + apply.format("0.1667em") + "<mi>n</mi>" in out
+    assert "<mi>a</mi><mo>mod</mo><mi>b</mi>" in out
+    # the check of the built pages finds what the converter wrote before (cos glued to m)
+    assert glued_functions('<math><mrow><mi>cos</mi><mi>m</mi><mi>θ</mi></mrow></math>') \
+        == ["cos without ApplyFunction"]
+    assert glued_functions('<math><mrow><msub><mo>max</mo><mi>i</mi></msub><mi>x</mi>'
+                           '</mrow></math>') == ["max without ApplyFunction"]
+    assert glued_functions('<math><mi>ln</mi><mo rspace="0">\u2061</mo><mi>s</mi></math>') \
+        == ["ln applied without space"]
+
+
 def test_every_formula_of_the_book_converts(tmp_path):
     """The converter reads every formula the pages have, both languages (the build would
-    warn otherwise; this names them all at once, without a build)."""
+    warn otherwise; this names them all at once, without a build), and writes no named
+    function glued to its argument."""
     from docutils import nodes
 
     import posenc_math  # docs/_ext is on the path (above)
@@ -255,9 +323,12 @@ def test_every_formula_of_the_book_converts(tmp_path):
         for tex, display in cases + [(tex, d) for tex, d in narrow if tex is not None]:
             count += 1
             try:
-                posenc_math.tex_to_mathml(tex, display)
+                mathml = posenc_math.tex_to_mathml(tex, display)
             except Exception as exc:  # noqa: BLE001
                 failures.append(f"{page.parent.name}/{page.name}: {tex[:60]!r}: {exc}")
+                continue
+            failures += [f"{page.parent.name}/{page.name}: {tex[:60]!r}: {g}"
+                         for g in glued_functions(mathml)]
     assert count > 500, count
     assert not failures, failures
     # and the check bites: TeX the converter does not know is reported, not passed on
