@@ -1,4 +1,4 @@
-"""Math rendered at build time, as MathML: no MathJax in the reader's browser.
+r"""Math rendered at build time, as MathML: no MathJax in the reader's browser.
 
 MathJax's ``tex-chtml.js`` is 1.16 MB of script (and it fetches fonts), more than a
 whole page of the book weighs without it, and every page with an equation paid for it.
