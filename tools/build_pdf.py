@@ -12,19 +12,28 @@ and printed with the site's print style sheet: the same fonts, MathML and CJK te
 screen, each chapter on a new page, page numbers in the footer, and the headings as
 the PDF's outline (its bookmarks).  Scripts are left out of
 the joined page (what they drew is already in the articles).  No network is used.
+
+Then every page's download menu links the PDF ("The whole book (PDF)"): the html build
+links it only where the file already is, so that no build links a missing file.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGS = ("en", "zh")
-CHROMIUM = "/usr/bin/chromium"
+#: Debian's Chromium (what the tests use), else a Chromium or Chrome on the PATH (GitHub's
+#: runners have Google Chrome).
+CHROMIUM = next((p for p in ("/usr/bin/chromium", *map(shutil.which, (
+    "chromium", "chromium-browser", "google-chrome"))) if p and Path(p).exists()),
+    "/usr/bin/chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--no-first-run"]
 TITLES = {"en": "Positional encodings in Transformers", "zh": "Transformer 中的位置编码"}
@@ -35,6 +44,39 @@ FOOTER = ('<div style="font-size:8px;width:100%;text-align:center;color:#555">'
 def pdf_name(lang: str) -> str:
     """The PDF's file name inside ``_build/html/<lang>/`` (the site links to it)."""
     return f"posenc-{lang}.pdf"
+
+
+#: The page's download menu, and in it the entry for the page's MyST source, whose markup
+#: (the theme's) the entry for the book copies.
+_MENU = re.compile(r'<div class="dropdown dropdown-download-buttons">.*?(?=</ul>)', re.S)
+_SOURCE_ENTRY = re.compile(r"<li>\s*<a [^>]*btn-download-source-button.*?</li>", re.S)
+
+
+def link_book_pdf(site: Path, lang: str) -> int:
+    """Add "The whole book (PDF)" to the download menu of every page of ``site`` (one
+    language's folder) that lacks it, now that the PDF is there (the html build links it
+    only where it already is); returns how many pages were changed."""
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    from posenc_site import DOWNLOAD_TEXTS
+
+    texts = DOWNLOAD_TEXTS[lang]
+    changed = 0
+    for page in sorted(site.rglob("*.html")):
+        html = page.read_text(encoding="utf-8")
+        menu = _MENU.search(html)
+        source = _SOURCE_ENTRY.search(menu.group(0)) if menu else None
+        if source is None or "btn-download-book-pdf-button" in menu.group(0):
+            continue
+        href = Path(os.path.relpath(site / pdf_name(lang), page.parent)).as_posix()
+        book = texts["download-book-pdf-button"]
+        entry = re.sub(r'href="[^"]*"', f'href="{href}"', source.group(0), count=1)
+        entry = re.sub(r'title="[^"]*"', f'title="{book}"', entry, count=1)
+        entry = (entry.replace("btn-download-source-button", "btn-download-book-pdf-button")
+                 .replace("fas fa-file", "fas fa-book")
+                 .replace(texts["download-source-button"], book))
+        page.write_text(html[:menu.end()] + entry + html[menu.end():], encoding="utf-8")
+        changed += 1
+    return changed
 
 
 def chapter_pages(page) -> list[str]:
@@ -94,6 +136,7 @@ def build(html_root: Path, lang: str) -> Path:
                  footer_template=FOOTER, outline=True, tagged=True)
         browser.close()
     joined_path.unlink()
+    link_book_pdf(site, lang)
     return out
 
 

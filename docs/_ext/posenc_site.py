@@ -172,7 +172,11 @@ def download_menu_texts(
             text = texts.get(button.get("label", ""))
             if text:
                 button["text"] = text
-        # the whole book printed by tools/build_pdf.py (nox -s pdf) beside the pages
+        # the whole book, printed by tools/build_pdf.py (nox -s pdf) beside the pages
+        # after they are built, which links it from every page then: linked here only
+        # where it is already there (a later build), never to a file that is missing
+        if not (Path(app.outdir) / f"posenc-{lang}.pdf").is_file():
+            continue
         group.setdefault("buttons", []).append({
             "type": "link", "url": context["pathto"](f"posenc-{lang}.pdf", 1),
             "text": texts["download-book-pdf-button"], "tooltip":

@@ -877,6 +877,22 @@ def test_reader_features_on_a_tiny_book(tmp_path):
     assert nb.metadata["kernelspec"]["name"] == "python3"
     assert soup.select_one("a.btn-launch-colab")["href"].endswith(f"/notebooks/{lang}/tiny.ipynb")
     assert soup.select_one(".dropdown-download-buttons a[href='_sources/tiny.ipynb']")
+    from bs4 import BeautifulSoup
+
+    # The whole book's PDF: not linked while it is missing (a 404), linked from every
+    # page's download menu once tools/build_pdf.py has printed it, once
+    sys.path.insert(0, str(ROOT / "tools"))
+    from build_pdf import link_book_pdf, pdf_name
+
+    pages = [out / "index.html", out / "tiny.html"]
+    assert not any("posenc-en.pdf" in p.read_text(encoding="utf-8") for p in pages)
+    (out / pdf_name(lang)).write_bytes(b"%PDF-1.7\n")
+    assert link_book_pdf(out, lang) == 2 and link_book_pdf(out, lang) == 0
+    for page in pages:
+        entry = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser").select_one(
+            ".dropdown-download-buttons a.btn-download-book-pdf-button")
+        assert entry["href"] == "posenc-en.pdf" and "fa-book" in str(entry), page
+        assert entry.get_text(strip=True) == "The whole book (PDF)" == entry["title"]
 
 
 # -- Chinese text: no spaces where the source had a line break ---------------------------
