@@ -295,6 +295,13 @@ def _render_block(block: _Block, glue: dict[str, Any], resolver: Resolver,
         inner = _render_lines(block.body, glue, resolver, attachments)
         return [f"> **{render_inline(title, glue, resolver)}**", ">",
                 *(("> " + ln).rstrip() for ln in inner)]
+    if name == "table":
+        # its number and caption over it, as the page shows them
+        prefix = resolver.figure_caption_prefix(block.options.get("name"))
+        caption = render_inline(block.arg, glue, resolver)
+        lines = _render_lines(block.body, glue, resolver, attachments)
+        return [f"*{prefix}{caption}*".replace("**", ""), "", *lines] if caption or prefix \
+            else lines
     if name in ("toctree", "bibliography", "contents"):
         return []
     raise ConversionError(f"the MyST directive {{{name}}} has no notebook rendering")
@@ -609,6 +616,14 @@ def convert(nb: Any, glue: dict[str, Any], resolver: Resolver, install: str) -> 
                 new.metadata["tags"] = tags
             if HIDDEN_TAGS & set(tags):
                 new.metadata["jupyter"] = {"source_hidden": True}
+            shown = (cell.metadata.get("mystnb") or {}).get("figure") or {}
+            if shown.get("caption"):
+                # the number and caption the page gives what the cell shows (a table it
+                # computes: posenc_site.computed_table), over the cell
+                prefix = resolver.figure_caption_prefix(shown.get("name"))
+                caption = render_inline(str(shown["caption"]), glue, resolver)
+                out.cells.append(nbformat.v4.new_markdown_cell(
+                    f"*{prefix}{caption}*".replace("**", "")))
             out.cells.append(new)
         # raw cells (none in the book) are dropped
     install_cell = nbformat.v4.new_code_cell(install)

@@ -240,6 +240,41 @@ def test_math_is_mathml_written_at_build_time(site):
     assert not problems, problems[:10]
 
 
+def _table_captions(soup) -> tuple[list[str], list[str]]:
+    """The numbers of the page's tables (Table 3.1 ...), and what each table without one
+    begins with.  A table is a Markdown table (``{table}``: its <caption>) or one a cell
+    computed (posenc_site.computed_table: the paragraph over it); the API reference's
+    summaries of a module's members are lists, not tables."""
+    numbers, bare = [], []
+    for table in soup.select("article.bd-article table"):
+        if "autosummary" in table.get("class", []):
+            continue
+        holder = table.find_parent("div", class_="posenc-computed-table")
+        number = (holder.select_one(":scope > p .caption-number") if holder
+                  else table.select_one(":scope > caption .caption-number"))
+        text = (holder or table).select_one(".caption-text") if number else None
+        if number is None or not text.get_text(strip=True):
+            bare.append(table.get_text(" ", strip=True)[:60])
+        else:
+            numbers.append(number.get_text(strip=True))
+    return numbers, bare
+
+
+def test_every_table_is_numbered_and_captioned(site):
+    """Every table of the book (written in the page or computed by a cell) has a number
+    and a caption, and each page numbers the same tables in both languages."""
+    problems, counted = [], {}
+    for lang, page in _all_html(site):
+        numbers, bare = _table_captions(_soup(page))
+        problems += [f"{lang}/{page.name}: a table without a caption: {b!r}" for b in bare]
+        counted[lang, page.name] = [re.sub(r"^\D+", "", n) for n in numbers]
+    for (lang, name), numbers in counted.items():
+        if lang == "en" and counted.get(("zh", name)) != numbers:
+            problems.append(f"{name}: tables {numbers} in en, {counted.get(('zh', name))} in zh")
+    assert sum(len(n) for n in counted.values()) >= 80, counted
+    assert not problems, problems[:10]
+
+
 #: TeX's named functions; the converter writes them as one multi-letter <mi>, and \max,
 #: \operatorname{...} and the like as a multi-letter <mo>.
 TEX_FUNCTIONS = set("arccos arcsin arctan arg cos cosh cot coth csc deg det dim exp gcd hom "
@@ -829,6 +864,27 @@ TINY_PAGE = textwrap.dedent(
     plt.close(fig2)
     fig2
     ```
+
+    ```{code-cell} ipython3
+    ---
+    mystnb:
+      figure:
+        caption: Two rows a cell computed.
+        name: tbl-rows
+    ---
+    from IPython.display import HTML
+    HTML("<table><tr><th>a</th><th>b</th></tr><tr><td>x</td><td>1</td></tr></table>")
+    ```
+
+    :::{table} A table of the page's own.
+    :name: tbl-own
+
+    | a | b |
+    | --- | --- |
+    | y | 2 |
+    :::
+
+    See {numref}`tbl-rows` and {numref}`tbl-own`.
     """
 )
 
@@ -861,9 +917,11 @@ def test_reader_features_on_a_tiny_book(tmp_path):
     assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# Tiny")
     assert "posenc-install" in nb.cells[1].metadata.get("tags", [])
     assert "%pip install" in nb.cells[1].source
-    assert [c.cell_type for c in nb.cells].count("code") == 4
+    assert [c.cell_type for c in nb.cells].count("code") == 5
     markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     assert "{glue" not in markdown and "*Fig. 1 A rising line, from the caption.*" in markdown
+    assert "*Table 1 Two rows a cell computed.*" in markdown
+    assert "*Table 2 A table of the page's own.*\n\n| a | b |" in markdown
     # The figure is the output of the cell that draws it, which shows it when run; no
     # frozen copy in the text, no glue in the code.
     assert "attachment:" not in markdown and not any(c.get("attachments") for c in nb.cells)
@@ -879,6 +937,17 @@ def test_reader_features_on_a_tiny_book(tmp_path):
     assert soup.select_one(".dropdown-download-buttons a[href='_sources/tiny.ipynb']")
     from bs4 import BeautifulSoup
 
+    # A table a cell computed is numbered and captioned with the page's own tables, its
+    # caption above it, and {numref} names it by its number
+    computed = soup.select_one("div.posenc-computed-table#tbl-rows")
+    assert [c.name for c in computed.find_all(["p", "table"])][:2] == ["p", "table"]
+    assert computed.select_one(":scope > p").get_text(" ", strip=True) == \
+        "Table 1 Two rows a cell computed."
+    own = soup.select_one("table#tbl-own caption").get_text(" ", strip=True)
+    assert own.startswith("Table 2 A table of the page"), own
+    refs = [a.get_text(strip=True) for a in soup.select("a.reference.internal")
+            if a.get("href", "").endswith(("#tbl-rows", "#tbl-own"))]
+    assert refs == ["Table 1", "Table 2"], refs
     # The whole book's PDF: not linked while it is missing (a 404), linked from every
     # page's download menu once tools/build_pdf.py has printed it, once
     sys.path.insert(0, str(ROOT / "tools"))
