@@ -10,8 +10,11 @@ interactive figures drawn, MathML laid out), joined into one print page beside t
 site's own pages (``print-book.html``, so that images and styles resolve as on the site),
 and printed with the site's print style sheet: the same fonts, MathML and CJK text as on
 screen, each chapter on a new page, page numbers in the footer, and the headings as
-the PDF's outline (its bookmarks).  Scripts are left out of
-the joined page (what they drew is already in the articles).  No network is used.
+the PDF's outline (its bookmarks, with the spaces of the headings: ``respace_outline``).
+A cover comes first: the title in both languages, the version, the commit and its date.
+What only the site shows (the start button, the language switch's sentence) is left out
+by the print style sheet.  Scripts are left out of the joined page (what they drew is
+already in the articles).  No network is used.
 
 Then every page's download menu links the PDF ("The whole book (PDF)"): the html build
 links it only where the file already is, so that no build links a missing file.
@@ -23,8 +26,11 @@ import argparse
 import os
 import re
 import shutil
+import subprocess
 import sys
 import time
+from html import escape as html_escape
+from html import unescape as html_unescape
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,7 +42,8 @@ CHROMIUM = next((p for p in ("/usr/bin/chromium", *map(shutil.which, (
     "/usr/bin/chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--no-first-run"]
-TITLES = {"en": "Positional encodings in Transformers", "zh": "Transformer 中的位置编码"}
+#: The book's title (its front page's), where a language's site is not built.
+TITLES = {"en": "Positional encoding, executed", "zh": "可执行的位置编码"}
 FOOTER = ('<div style="font-size:8px;width:100%;text-align:center;color:#555">'
           '<span class="pageNumber"></span> / <span class="totalPages"></span></div>')
 
@@ -76,6 +83,80 @@ def link_book_pdf(site: Path, lang: str) -> int:
                  .replace(texts["download-source-button"], book))
         page.write_text(html[:menu.end()] + entry + html[menu.end():], encoding="utf-8")
         changed += 1
+    return changed
+
+
+#: The cover's line under the titles, in each language.
+COVER_LINE = {"en": "Version {version} · commit {commit} · {date}",
+              "zh": "版本 {version} · 提交 {commit} · {date}"}
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def _book_title(html_root: Path, lang: str) -> str:
+    index = html_root / lang / "index.html"
+    if not index.is_file():
+        return TITLES[lang]
+    h1 = re.search(r"<h1[^>]*>(.*?)</h1>", index.read_text(encoding="utf-8"), re.S)
+    return html_unescape(re.sub(r"<[^>]+>", "", h1.group(1))).replace("#", "").strip()
+
+
+def cover(html_root: Path, lang: str) -> str:
+    """The cover page: the book's title in this language and the other, the version of
+    ``posenc``, the commit the book was built from and that commit's date (so that two
+    prints of one commit are the same)."""
+    version = re.search(r'^__version__ = "([^"]+)"',
+                        (ROOT / "posenc" / "__init__.py").read_text(encoding="utf-8"), re.M)
+    commit, date = _git("rev-parse", "--short=12", "HEAD"), _git("log", "-1", "--format=%cs")
+    titles = [_book_title(html_root, lang)] + [_book_title(html_root, other)
+                                               for other in LANGS if other != lang]
+    html_lang = {"en": "en", "zh": "zh-CN"}
+    lines = "".join(f'<p class="posenc-cover-title" lang="{html_lang[code]}">'
+                    f"{html_escape(title)}</p>"
+                    for code, title in zip([lang] + [o for o in LANGS if o != lang], titles))
+    line = COVER_LINE[lang].format(version=version.group(1) if version else "?",
+                                   commit=commit or "?", date=date or "?")
+    return (f'<section class="posenc-print-cover">{lines}'
+            f'<p class="posenc-cover-line">{html_escape(line)}</p></section>')
+
+
+def respace_outline(pdf: Path, headings: list[str]) -> int:
+    """Give the PDF's bookmarks the spaces of their headings: Chromium joins the lines of
+    a heading that wraps without a space ("the outputshuffles").  A bookmark whose title
+    is a heading's text once white space is ignored takes that text; returns how many
+    changed."""
+    from pypdf import PdfWriter
+    from pypdf.generic import NameObject, TextStringObject
+
+    squeeze = lambda text: re.sub(r"\s+", "", text)  # noqa: E731
+    writer = PdfWriter(clone_from=str(pdf))
+    outlines = writer._root_object.get("/Outlines")
+    items, stack = [], [outlines.get_object().get("/First")] if outlines else []
+    while stack:  # depth first, in the document's order
+        node = stack.pop()
+        if node is None:
+            continue
+        node = node.get_object()
+        items.append(node)
+        stack += [node.get("/Next"), node.get("/First")]
+    changed, at = 0, 0
+    for node in items:
+        title = str(node.get("/Title", ""))
+        for i in range(at, len(headings)):
+            if squeeze(headings[i]) == squeeze(title):
+                at = i + 1
+                if headings[i] != title:
+                    node[NameObject("/Title")] = TextStringObject(headings[i])
+                    changed += 1
+                break
+    if changed:
+        writer.write(str(pdf))
     return changed
 
 
@@ -121,6 +202,7 @@ def build(html_root: Path, lang: str) -> Path:
             slug = name[:-len(".html")]
             parts.append(f'<section class="posenc-print-chapter" id="print-{slug}">'
                          f"{article}</section>")
+        parts.insert(0, cover(html_root, lang))
         head = _head(index.read_text(encoding="utf-8"))
         joined = (f'<!DOCTYPE html><html lang="{"zh-CN" if lang == "zh" else "en"}">'
                   f"<head>{head}</head><body class=\"posenc-print-book\"><main>"
@@ -129,6 +211,9 @@ def build(html_root: Path, lang: str) -> Path:
         joined_path.write_text(joined, encoding="utf-8")
         page.goto(joined_path.as_uri(), wait_until="load")
         page.emulate_media(media="print")
+        headings = page.evaluate(
+            "[...document.querySelectorAll('main :is(h1, h2, h3, h4, h5, h6)')]"
+            ".map(h => h.innerText.trim())")
         out = site / pdf_name(lang)
         page.pdf(path=str(out), format="A4", print_background=True,
                  margin={"top": "16mm", "bottom": "16mm", "left": "14mm", "right": "14mm"},
@@ -136,6 +221,7 @@ def build(html_root: Path, lang: str) -> Path:
                  footer_template=FOOTER, outline=True, tagged=True)
         browser.close()
     joined_path.unlink()
+    respace_outline(out, headings)
     link_book_pdf(site, lang)
     return out
 

@@ -18,7 +18,7 @@ from browser_site import LANGS, ROOT, require_site, skip_or_fail
 pytestmark = pytest.mark.build
 
 sys.path.insert(0, str(ROOT / "tools"))
-from build_pdf import pdf_name  # noqa: E402
+from build_pdf import cover, pdf_name, respace_outline  # noqa: E402
 
 
 def _words(text: str) -> str:
@@ -96,3 +96,30 @@ def test_every_page_links_the_pdf_only_where_it_is(lang):
         if "download-buttons" not in html:  # special pages (search, 404) have no menu
             continue
         assert (f'href="{pdf_name(lang)}"' in html) == there, (page.name, there)
+
+
+def test_bookmarks_get_their_headings_spaces(tmp_path):
+    """Chromium joins a wrapped heading's lines without a space in the PDF's outline
+    ("the outputshuffles"): the bookmark takes its heading's text; one that matches no
+    heading stays as it is."""
+    pypdf = pytest.importorskip("pypdf")
+    writer = pypdf.PdfWriter()
+    writer.add_blank_page(200, 200)
+    parent = writer.add_outline_item(title="1. Attention cannot see order", page_number=0)
+    writer.add_outline_item(title="1.1. Shuffle the input, and the outputshuffles", page_number=0,
+                            parent=parent)
+    writer.add_outline_item(title="Cover", page_number=0)
+    pdf = tmp_path / "book.pdf"
+    writer.write(str(pdf))
+    headings = ["1. Attention cannot see order",
+                "1.1. Shuffle the input, and the output shuffles"]
+    assert respace_outline(pdf, headings) == 1
+    titles = _outline_titles(pypdf.PdfReader(str(pdf)).outline)
+    assert titles == ["1. Attention cannot see order",
+                      "1.1. Shuffle the input, and the output shuffles", "Cover"]
+
+
+def test_cover_names_both_titles_the_version_and_the_commit(tmp_path):
+    html = cover(tmp_path, "zh")  # no site there: the titles of build_pdf.TITLES
+    assert html.index("可执行的位置编码") < html.index("Positional encoding, executed")
+    assert re.search(r"版本 \d+\.\d+\.\d+ · 提交 [0-9a-f]{12} · \d{4}-\d{2}-\d{2}", html), html
