@@ -287,7 +287,8 @@ def _render_block(block: _Block, glue: dict[str, Any], resolver: Resolver,
     if name == "math":
         label = block.options.get("label") or block.options.get("name")
         tag = resolver.equation_number(label) if label else None
-        inner = "\n".join(block.body).strip()
+        body = [ln for ln in map(_without_phone_marks, block.body) if ln is not None]
+        inner = "\n".join(body).strip()
         return ["$$", inner + (f" \\tag{{{tag}}}" if tag else ""), "$$"]
     if name in ("note", "tip", "warning", "important", "caution", "attention", "hint",
                 "seealso", "admonition"):
@@ -302,9 +303,25 @@ def _render_block(block: _Block, glue: dict[str, Any], resolver: Resolver,
         lines = _render_lines(block.body, glue, resolver, attachments)
         return [f"*{prefix}{caption}*".replace("**", ""), "", *lines] if caption or prefix \
             else lines
+    if name == "container":
+        # a styled block of the site (the front page's start link): its text, but not
+        # what only the site shows (class posenc-web-only: the language switch)
+        if "posenc-web-only" in block.arg.split():
+            return []
+        return _render_lines(block.body, glue, resolver, attachments)
     if name in ("toctree", "bibliography", "contents"):
         return []
     raise ConversionError(f"the MyST directive {{{name}}} has no notebook rendering")
+
+
+def _without_phone_marks(line: str) -> str | None:
+    """A line of display TeX without the site's phone marks (posenc_math: ``%|`` where
+    the narrow form breaks, a ``%narrow:`` line), which a notebook's reader would only
+    trip over; None for a line that was nothing but a mark."""
+    if re.match(r"^\s*%narrow:", line):
+        return None
+    kept = re.sub(r"(?<!\\)\s*%\|[^\n]*", "", line)
+    return None if kept.strip() == "" and line.strip() else kept
 
 
 def _tag_closing(line: str, resolver: Resolver) -> str:
@@ -336,7 +353,9 @@ def _render_lines(lines: list[str], glue: dict[str, Any], resolver: Resolver,
             if "$$" in stripped:  # the closing $$, perhaps with (label)
                 in_math = False
                 line = _tag_closing(line, resolver)
-            out.append(line)
+            line = _without_phone_marks(line)
+            if line is not None:
+                out.append(line)
         elif m:
             flush()
             fence = m["fence"]

@@ -967,6 +967,20 @@ def test_reader_features_on_a_tiny_book(tmp_path):
 # -- Chinese text: no spaces where the source had a line break ---------------------------
 
 
+def test_chinese_punctuation_stays_on_the_line_of_the_math_before_it():
+    from docutils import nodes
+
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    from posenc_book import keep_punctuation_with_math
+
+    para = nodes.paragraph("", "", nodes.Text("公比为 "), nodes.math("", "b^{2/d}"),
+                           nodes.Text("。最长的波长"), nodes.math("", "x"), nodes.Text(" 和"))
+    assert keep_punctuation_with_math(para) == 1
+    group = para[1]
+    assert group["classes"] == ["posenc-nowrap"] and group.astext() == "b^{2/d}。"
+    assert para.astext() == "公比为 b^{2/d}。最长的波长x 和"
+
+
 def test_join_cjk_lines_removes_breaks_between_chinese_characters_only():
     from docutils import nodes
     from docutils.core import publish_doctree
