@@ -619,6 +619,49 @@ def test_download_menu_by_mouse_and_keyboard(lang, width, base, browser):
     assert not errors, errors
 
 
+FRONT_JS = r"""
+() => {
+  const start = document.querySelector("article .posenc-start a");
+  const r = start ? start.getBoundingClientRect() : null;
+  const svg = document.querySelector("article .posenc-diagram svg");
+  return {start: start && {href: start.getAttribute("href"), bottom: r.bottom,
+                           height: r.height, text: start.textContent.trim()},
+          screen: window.innerHeight,
+          figure: svg ? svg.getBoundingClientRect().width : 0,
+          bold: [...document.querySelectorAll("article p > strong")].map(b => b.textContent)};
+}
+"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_front_page_says_where_to_start_on_a_phone(lang, base, browser):
+    """The front page at 390 x 844: a "Start reading" button to chapter 1 in the first
+    screen, who the book is for and what a reader needs, and one figure; the chooser is
+    styled (its links are buttons, not browser-default underlined text)."""
+    ctx = new_context(browser)
+    try:
+        page = ctx.new_page()
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.goto(f"{base}/{lang}/index.html", wait_until="load")
+        front = page.evaluate(FRONT_JS)
+        page.goto(f"{base}/index.html?choose", wait_until="load")
+        chooser = page.evaluate(
+            "[...document.querySelectorAll('a[hreflang]')].map(a => {"
+            " const s = getComputedStyle(a), r = a.getBoundingClientRect();"
+            " return {bottom: r.bottom, height: r.height, line: s.textDecorationLine,"
+            " background: s.backgroundColor}; })")
+    finally:
+        ctx.close()
+    start = front["start"]
+    assert start and start["href"] == "why-position.html", front
+    assert start["bottom"] <= front["screen"] and start["height"] >= 24, front
+    assert len(front["bold"]) >= 2 and front["figure"] > 300, front
+    assert len(chooser) == 2, chooser
+    for link in chooser:
+        assert link["bottom"] <= 844 and link["height"] >= 44, chooser
+        assert link["line"] == "none" and link["background"] != "rgba(0, 0, 0, 0)", chooser
+
+
 ATLAS_JS = r"""
 () => {
   const box = document.querySelector("#tbl-models-atlas .output.text_html");
