@@ -126,6 +126,57 @@ def cover(html_root: Path, lang: str) -> str:
             f'<p class="posenc-cover-line">{html_escape(line)}</p></section>')
 
 
+#: The contents' heading, in each language.
+CONTENTS = {"en": "Contents", "zh": "目录"}
+
+
+def contents(lang: str, titles: list[str], numbers: list[str] | None = None) -> str:
+    """The contents page: each chapter's title and the page it starts on (``numbers``;
+    without them a blank of the same width, for the first print, which finds them)."""
+    numbers = numbers or [""] * len(titles)
+    rows = "".join(f'<li><span class="posenc-toc-title">{html_escape(t)}</span>'
+                   f'<span class="posenc-toc-page">{html_escape(n)}</span></li>'
+                   for t, n in zip(titles, numbers))
+    return (f'<section class="posenc-print-contents"><p class="posenc-toc-heading">'
+            f"{CONTENTS[lang]}</p><ol>{rows}</ol></section>")
+
+
+def outline_pages(pdf: Path, titles: list[str]) -> list[str]:
+    """The page (from 1) each of ``titles`` starts on, from the PDF's bookmarks (white
+    space ignored); "" for a title no bookmark has."""
+    from pypdf import PdfReader
+
+    reader = PdfReader(str(pdf))
+    found: dict[str, int] = {}
+
+    def walk(items) -> None:
+        for item in items:
+            if isinstance(item, list):
+                walk(item)
+            else:
+                found.setdefault(re.sub(r"\s+", "", str(item.title)),
+                                 reader.get_destination_page_number(item) + 1)
+
+    walk(reader.outline)
+    return [str(found.get(re.sub(r"\s+", "", t), "")) for t in titles]
+
+
+def splice_pages(pdf: Path, insert: Path, at: int) -> bool:
+    """Put the pages of ``insert`` in place of as many pages of ``pdf`` from page index
+    ``at``; False (and nothing changed) where ``pdf`` is too short."""
+    from pypdf import PdfReader, PdfWriter
+
+    new = PdfReader(str(insert)).pages
+    writer = PdfWriter(clone_from=str(pdf))
+    if at + len(new) > len(writer.pages):
+        return False
+    for k, page in enumerate(new):
+        writer.insert_page(page, at + k)
+        writer.remove_page(at + k + 1)
+    writer.write(str(pdf))
+    return True
+
+
 def respace_outline(pdf: Path, headings: list[str]) -> int:
     """Give the PDF's bookmarks the spaces of their headings: Chromium joins the lines of
     a heading that wraps without a space ("the outputshuffles").  A bookmark whose title
@@ -192,9 +243,13 @@ def build(html_root: Path, lang: str) -> Path:
         page = browser.new_page(viewport={"width": 1000, "height": 1400})
         page.goto(index.as_uri(), wait_until="load")
         pages = chapter_pages(page)
-        parts = []
+        parts, titles = [], []
         for name in pages:
             page.goto((site / name).as_uri(), wait_until="load")
+            if name != "index.html":
+                titles.append(page.evaluate(
+                    "document.querySelector('article.bd-article h1').innerText")
+                    .replace("#", "").strip())
             article = page.evaluate(
                 "(() => { const a = document.querySelector('article.bd-article');"
                 " a.querySelectorAll('script').forEach(s => s.remove());"
@@ -202,25 +257,42 @@ def build(html_root: Path, lang: str) -> Path:
             slug = name[:-len(".html")]
             parts.append(f'<section class="posenc-print-chapter" id="print-{slug}">'
                          f"{article}</section>")
-        parts.insert(0, cover(html_root, lang))
         head = _head(index.read_text(encoding="utf-8"))
-        joined = (f'<!DOCTYPE html><html lang="{"zh-CN" if lang == "zh" else "en"}">'
-                  f"<head>{head}</head><body class=\"posenc-print-book\"><main>"
-                  + "\n".join(parts) + "</main></body></html>")
-        joined_path = site / "print-book.html"
-        joined_path.write_text(joined, encoding="utf-8")
+
+        def html_page(path: Path, sections: list[str]) -> Path:
+            path.write_text(f'<!DOCTYPE html><html lang="{"zh-CN" if lang == "zh" else "en"}">'
+                            f"<head>{head}</head><body class=\"posenc-print-book\"><main>"
+                            + "\n".join(sections) + "</main></body></html>", encoding="utf-8")
+            return path
+
+        def print_pdf(path: Path, out: Path, footer: bool) -> None:
+            page.goto(path.as_uri(), wait_until="load")
+            page.emulate_media(media="print")
+            page.pdf(path=str(out), format="A4", print_background=True,
+                     margin={"top": "16mm", "bottom": "16mm", "left": "14mm", "right": "14mm"},
+                     display_header_footer=footer, header_template="<span></span>",
+                     footer_template=FOOTER, outline=True, tagged=True)
+
+        joined_path = html_page(site / "print-book.html",
+                                [cover(html_root, lang), contents(lang, titles)] + parts)
         page.goto(joined_path.as_uri(), wait_until="load")
         page.emulate_media(media="print")
         headings = page.evaluate(
             "[...document.querySelectorAll('main :is(h1, h2, h3, h4, h5, h6)')]"
             ".map(h => h.innerText.trim())")
         out = site / pdf_name(lang)
-        page.pdf(path=str(out), format="A4", print_background=True,
-                 margin={"top": "16mm", "bottom": "16mm", "left": "14mm", "right": "14mm"},
-                 display_header_footer=True, header_template="<span></span>",
-                 footer_template=FOOTER, outline=True, tagged=True)
+        print_pdf(joined_path, out, footer=True)
+        # the contents with their page numbers, printed alone (they take as many pages:
+        # the numbers had a blank of their width), in place of the blank ones
+        toc_path = html_page(site / "print-contents.html",
+                             [contents(lang, titles, outline_pages(out, titles))])
+        toc_pdf = site / "print-contents.pdf"
+        print_pdf(toc_path, toc_pdf, footer=False)
         browser.close()
-    joined_path.unlink()
+    if not splice_pages(out, toc_pdf, at=1):
+        print(f"{lang}: the contents' page numbers could not be put in", file=sys.stderr)
+    for path in (joined_path, toc_path, toc_pdf):
+        path.unlink()
     respace_outline(out, headings)
     link_book_pdf(site, lang)
     return out

@@ -18,7 +18,7 @@ from browser_site import LANGS, ROOT, require_site, skip_or_fail
 pytestmark = pytest.mark.build
 
 sys.path.insert(0, str(ROOT / "tools"))
-from build_pdf import cover, pdf_name, respace_outline  # noqa: E402
+from build_pdf import cover, outline_pages, pdf_name, respace_outline, splice_pages  # noqa: E402
 
 
 def _words(text: str) -> str:
@@ -123,3 +123,27 @@ def test_cover_names_both_titles_the_version_and_the_commit(tmp_path):
     html = cover(tmp_path, "zh")  # no site there: the titles of build_pdf.TITLES
     assert html.index("可执行的位置编码") < html.index("Positional encoding, executed")
     assert re.search(r"版本 \d+\.\d+\.\d+ · 提交 [0-9a-f]{12} · \d{4}-\d{2}-\d{2}", html), html
+
+
+def test_contents_pages_are_found_and_spliced_in(tmp_path):
+    """The contents' numbers come from the bookmarks (white space ignored); the contents
+    printed alone take the place of as many pages; a splice past the end changes nothing."""
+    pypdf = pytest.importorskip("pypdf")
+    writer = pypdf.PdfWriter()
+    for size in (100, 200, 300, 400):
+        writer.add_blank_page(size, size)
+    writer.add_outline_item(title="1. Attention cannot see order", page_number=2)
+    writer.add_outline_item(title="2. Index, normalised and binary", page_number=3)
+    book = tmp_path / "book.pdf"
+    writer.write(str(book))
+    assert outline_pages(book, ["1. Attention  cannot see order",
+                                "2. Index, normalised and\nbinary", "3. Missing"]) == ["3", "4", ""]
+    insert = pypdf.PdfWriter()
+    insert.add_blank_page(555, 555)
+    toc = tmp_path / "toc.pdf"
+    insert.write(str(toc))
+    assert splice_pages(book, toc, at=1)
+    reader = pypdf.PdfReader(str(book))
+    assert [round(float(p.mediabox.width)) for p in reader.pages] == [100, 555, 300, 400]
+    assert [reader.get_destination_page_number(o) for o in reader.outline] == [2, 3]
+    assert not splice_pages(book, toc, at=4)

@@ -244,10 +244,10 @@ def _table_captions(soup) -> tuple[list[str], list[str]]:
     """The numbers of the page's tables (Table 3.1 ...), and what each table without one
     begins with.  A table is a Markdown table (``{table}``: its <caption>) or one a cell
     computed (posenc_site.computed_table: the paragraph over it); the API reference's
-    summaries of a module's members are lists, not tables."""
+    summaries of a module's members and the general index are lists, not tables."""
     numbers, bare = [], []
     for table in soup.select("article.bd-article table"):
-        if "autosummary" in table.get("class", []):
+        if {"autosummary", "genindextable", "indextable"} & set(table.get("class", [])):
             continue
         holder = table.find_parent("div", class_="posenc-computed-table")
         number = (holder.select_one(":scope > p .caption-number") if holder
