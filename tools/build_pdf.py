@@ -178,10 +178,13 @@ def splice_pages(pdf: Path, insert: Path, at: int) -> bool:
 
 
 def respace_outline(pdf: Path, headings: list[str]) -> int:
-    """Give the PDF's bookmarks the spaces of their headings: Chromium joins the lines of
-    a heading that wraps without a space ("the outputshuffles").  A bookmark whose title
-    is a heading's text once white space is ignored takes that text; returns how many
-    changed."""
+    """Give the PDF's bookmarks their headings' text.  Chromium builds a bookmark's title
+    from the heading's lines and text runs: a wrapped heading loses the space at the
+    break ("the outputshuffles"), and a heading of several runs can come out twice over
+    ("1. 1. Attention cannot see orderAttention cannot see order").  Chromium makes one
+    bookmark per heading shown, in order: where there are as many bookmarks as
+    ``headings``, each takes its heading's text; else a bookmark takes the text of the
+    next heading equal to it once white space is ignored.  Returns how many changed."""
     from pypdf import PdfWriter
     from pypdf.generic import NameObject, TextStringObject
 
@@ -196,16 +199,22 @@ def respace_outline(pdf: Path, headings: list[str]) -> int:
         node = node.get_object()
         items.append(node)
         stack += [node.get("/Next"), node.get("/First")]
-    changed, at = 0, 0
-    for node in items:
-        title = str(node.get("/Title", ""))
-        for i in range(at, len(headings)):
-            if squeeze(headings[i]) == squeeze(title):
-                at = i + 1
-                if headings[i] != title:
-                    node[NameObject("/Title")] = TextStringObject(headings[i])
-                    changed += 1
-                break
+    if len(items) == len(headings):
+        pairs = list(zip(items, headings))
+    else:
+        pairs, at = [], 0
+        for node in items:
+            title = squeeze(str(node.get("/Title", "")))
+            match = next((i for i in range(at, len(headings)) if squeeze(headings[i]) == title),
+                         None)
+            if match is not None:
+                pairs.append((node, headings[match]))
+                at = match + 1
+    changed = 0
+    for node, heading in pairs:
+        if str(node.get("/Title", "")) != heading:
+            node[NameObject("/Title")] = TextStringObject(heading)
+            changed += 1
     if changed:
         writer.write(str(pdf))
     return changed
@@ -277,11 +286,12 @@ def build(html_root: Path, lang: str) -> Path:
                                 [cover(html_root, lang), contents(lang, titles)] + parts)
         page.goto(joined_path.as_uri(), wait_until="load")
         page.emulate_media(media="print")
-        headings = page.evaluate(
+        headings = page.evaluate(  # those shown, each a bookmark of the PDF
             "[...document.querySelectorAll('main :is(h1, h2, h3, h4, h5, h6)')]"
-            ".map(h => h.innerText.trim())")
+            ".filter(h => h.getClientRects().length).map(h => h.innerText.trim())")
         out = site / pdf_name(lang)
         print_pdf(joined_path, out, footer=True)
+        respace_outline(out, headings)
         # the contents with their page numbers, printed alone (they take as many pages:
         # the numbers had a blank of their width), in place of the blank ones
         toc_path = html_page(site / "print-contents.html",
@@ -293,7 +303,6 @@ def build(html_root: Path, lang: str) -> Path:
         print(f"{lang}: the contents' page numbers could not be put in", file=sys.stderr)
     for path in (joined_path, toc_path, toc_pdf):
         path.unlink()
-    respace_outline(out, headings)
     link_book_pdf(site, lang)
     return out
 

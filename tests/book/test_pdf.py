@@ -73,6 +73,18 @@ def test_whole_book_pdf_holds_every_chapter(lang):
     # on one of the last pages
     tail = _words("".join(p.extract_text() or "" for p in reader.pages[-40:]))
     assert _found(_words(_title(site / lang / chapters[-1])), tail)
+    # a cover with the title in both languages and the commit; then the contents, each
+    # chapter with the page it starts on; nothing that only the site shows
+    first = _words(reader.pages[0].extract_text() or "")
+    for other in LANGS:
+        assert _found(_words(_title(site / other / "index.html")), first), (other, first)
+    assert re.search(r"[0-9a-f]{12}", first), first
+    toc = reader.pages[1].extract_text() or ""
+    second = _title(site / lang / chapters[1])
+    line = next((ln for ln in toc.splitlines() if _found(_words(second)[-8:], _words(ln))), "")
+    assert re.search(r"\d+\s*$", line), toc[:400]
+    text = _words(" ".join(p.extract_text() or "" for p in reader.pages[:6]))
+    assert "buttonatthetop" not in text and "顶部的按钮" not in text
 
 
 def _outline_titles(outline) -> list[str]:
@@ -100,8 +112,8 @@ def test_every_page_links_the_pdf_only_where_it_is(lang):
 
 def test_bookmarks_get_their_headings_spaces(tmp_path):
     """Chromium joins a wrapped heading's lines without a space in the PDF's outline
-    ("the outputshuffles"): the bookmark takes its heading's text; one that matches no
-    heading stays as it is."""
+    ("the outputshuffles"), and may write a heading twice over: the bookmark takes its
+    heading's text; one that matches no heading stays as it is."""
     pypdf = pytest.importorskip("pypdf")
     writer = pypdf.PdfWriter()
     writer.add_blank_page(200, 200)
@@ -117,6 +129,17 @@ def test_bookmarks_get_their_headings_spaces(tmp_path):
     titles = _outline_titles(pypdf.PdfReader(str(pdf)).outline)
     assert titles == ["1. Attention cannot see order",
                       "1.1. Shuffle the input, and the output shuffles", "Cover"]
+    # one bookmark per heading shown: each takes its heading's text, even one that
+    # Chromium wrote twice over
+    writer = pypdf.PdfWriter()
+    writer.add_blank_page(200, 200)
+    writer.add_outline_item(title="1. 1. Attention cannot see orderAttention cannot see order",
+                            page_number=0)
+    writer.add_outline_item(title="In a PyTorch modelIn a PyTorch model", page_number=0)
+    writer.write(str(pdf))
+    assert respace_outline(pdf, ["1. Attention cannot see order", "In a PyTorch model"]) == 2
+    assert _outline_titles(pypdf.PdfReader(str(pdf)).outline) == [
+        "1. Attention cannot see order", "In a PyTorch model"]
 
 
 def test_cover_names_both_titles_the_version_and_the_commit(tmp_path):
