@@ -679,6 +679,7 @@ ATLAS_JS = r"""
   box.dispatchEvent(new Event("scroll"));
   const after = {first: first.getBoundingClientRect().left,
                  second: second.getBoundingClientRect().left};
+  const mask = getComputedStyle(box).maskImage || getComputedStyle(box).webkitMaskImage;
   const hint = box.nextElementSibling;
   const caption = document.querySelector("#tbl-models-atlas > p .caption-number");
   return {rows: rows.length, columns: table.querySelectorAll("thead th").length,
@@ -687,7 +688,7 @@ ATLAS_JS = r"""
           scrolls: box.scrollWidth > box.clientWidth, cue: box.classList.contains("posenc-scrolls"),
           hint: hint && hint.matches("p.posenc-scroll-hint") && !hint.hidden
                 ? hint.textContent : null,
-          caption: caption ? caption.textContent.trim() : null, before, after};
+          caption: caption ? caption.textContent.trim() : null, before, after, mask};
 }
 """
 
@@ -714,6 +715,9 @@ def test_atlas_table_stays_a_comparison_on_a_phone(lang, base, browser):
     assert atlas["scrolls"] and atlas["cue"] and atlas["hint"], atlas
     assert atlas["after"]["second"] < atlas["before"]["second"] - 100, atlas  # scrolled
     assert abs(atlas["after"]["first"] - atlas["before"]["first"]) < 1, atlas  # stays
+    # scrolled, the first column is not faded: the cue is on the right edge only
+    assert atlas["mask"] in ("none", "") or atlas["mask"].startswith(
+        "linear-gradient(to right, rgb(0, 0, 0)"), atlas
     assert atlas["caption"] and atlas["caption"].startswith("Table" if lang == "en" else "表"), atlas
 
 
