@@ -981,6 +981,23 @@ def test_chinese_punctuation_stays_on_the_line_of_the_math_before_it():
     assert para.astext() == "公比为 b^{2/d}。最长的波长x 和"
 
 
+def test_no_chinese_punctuation_can_start_a_line_after_math(site):
+    """In the built Chinese pages, every inline formula followed by a full stop, comma or
+    closing mark sits with that mark in a posenc-nowrap inline (posenc_book)."""
+    from bs4 import NavigableString
+
+    loose, kept = [], 0
+    for page in sorted((site / "zh").glob("*.html")):
+        for math in _soup(page).select("article span.math"):
+            after = math.next_sibling
+            if isinstance(after, NavigableString) and after[:1] and after[0] in "。，、；：？！）」”":
+                if "posenc-nowrap" in (math.parent.get("class") or []):
+                    kept += 1
+                else:
+                    loose.append(f"{page.name}: {math.get_text()[:30]!r}{after[:3]!r}")
+    assert kept >= 50 and not loose, (kept, loose[:5])
+
+
 def test_join_cjk_lines_removes_breaks_between_chinese_characters_only():
     from docutils import nodes
     from docutils.core import publish_doctree
