@@ -215,6 +215,17 @@ def test_site_serves_its_trimmed_assets(site):
             assert size.st_size < 20_000, (name, size.st_size)
 
 
+def test_print_style_sheet_keeps_the_whole_book_rules(site):
+    """The style sheets are trimmed to the classes the pages use; the print page that
+    tools/build_pdf.py writes after the build uses its own (chapters, cover, contents),
+    and their rules stay: each chapter on a new page, the cover and the contents."""
+    for lang in LANGS:
+        css = (site / lang / "_static" / "posenc-print.css").read_text(encoding="utf-8")
+        for rule in (".posenc-print-chapter", ".posenc-print-cover", ".posenc-print-contents",
+                     ".posenc-toc-page"):
+            assert rule in css, (lang, rule)
+
+
 def test_math_is_mathml_written_at_build_time(site):
     """Every formula of both languages is MathML in the page (posenc_math), and no page
     loads MathJax: the browser draws the math itself, offline too."""
