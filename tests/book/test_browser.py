@@ -627,6 +627,7 @@ FRONT_JS = r"""
   return {start: start && {href: start.getAttribute("href"), bottom: r.bottom,
                            height: r.height, text: start.textContent.trim()},
           screen: window.innerHeight,
+          h1: parseFloat(getComputedStyle(document.querySelector("article h1")).fontSize),
           figure: svg ? svg.getBoundingClientRect().width : 0,
           bold: [...document.querySelectorAll("article p > strong")].map(b => b.textContent)};
 }
@@ -636,8 +637,9 @@ FRONT_JS = r"""
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_front_page_says_where_to_start_on_a_phone(lang, base, browser):
     """The front page at 390 x 844: a "Start reading" button to chapter 1 in the first
-    screen, who the book is for and what a reader needs, and one figure; the chooser is
-    styled (its links are buttons, not browser-default underlined text)."""
+    screen, who the book is for and what a reader needs, one figure, a title of a phone's
+    size; the chooser is styled (its links are buttons, not browser-default underlined
+    text)."""
     ctx = new_context(browser)
     try:
         page = ctx.new_page()
@@ -656,6 +658,7 @@ def test_front_page_says_where_to_start_on_a_phone(lang, base, browser):
     assert start and start["href"] == "why-position.html", front
     assert start["bottom"] <= front["screen"] and start["height"] >= 24, front
     assert len(front["bold"]) >= 2 and front["figure"] > 300, front
+    assert front["h1"] <= 32, front  # the theme's 42 px title took three lines of a phone
     assert len(chooser) == 2, chooser
     for link in chooser:
         assert link["bottom"] <= 844 and link["height"] >= 44, chooser
