@@ -122,7 +122,7 @@ def tests(session: nox.Session) -> None:
 def pdf(session: nox.Session) -> None:
     """The whole book as one PDF per language, _build/html/<lang>/posenc-<lang>.pdf,
     printed by Chromium (/usr/bin/chromium, through Playwright) from the site that
-    ``nox -s docs`` built; the site's download menu links to it."""
+    ``nox -s docs`` built; then every page's download menu links to it."""
     _install(session, "requirements/test.txt")
     session.run("python", "tools/build_pdf.py", *session.posargs)
 

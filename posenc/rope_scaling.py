@@ -15,17 +15,20 @@ within float32 rounding (transformers computes in float32, this module in float6
 
 The rules, one function each in :data:`ROPE_FREQUENCY_FUNCTIONS`:
 
-============ ===========================================================================
-rope_type    rule
-============ ===========================================================================
-default      :math:`\theta_i = \mathrm{base}^{-2i/d}` (Su et al. 2021)
-linear       position interpolation, :math:`s_i = s` (Chen et al. 2023)
-dynamic      NTK-aware base change for the current length (bloc97, emozilla 2023)
-yarn         ramp between extrapolation and interpolation + temperature (Peng et al. 2023)
-longrope     one searched factor per pair, short/long sets (Ding et al. 2024)
-llama3       piecewise by wavelength: untouched / smooth / divided (Meta Llama 3.1)
-proportional partial rotary with the full head's spacing, zeros for the rest (Gemma 4)
-============ ===========================================================================
+.. table:: The frequency rule of each ``rope_type``
+   :name: tbl-rope-scaling-rules
+
+   ============ ===========================================================================
+   rope_type    rule
+   ============ ===========================================================================
+   default      :math:`\theta_i = \mathrm{base}^{-2i/d}` (Su et al. 2021)
+   linear       position interpolation, :math:`s_i = s` (Chen et al. 2023)
+   dynamic      NTK-aware base change for the current length (bloc97, emozilla 2023)
+   yarn         ramp between extrapolation and interpolation + temperature (Peng et al. 2023)
+   longrope     one searched factor per pair, short/long sets (Ding et al. 2024)
+   llama3       piecewise by wavelength: untouched / smooth / divided (Meta Llama 3.1)
+   proportional partial rotary with the full head's spacing, zeros for the rest (Gemma 4)
+   ============ ===========================================================================
 
 ``dim`` is the number of *rotated* features (``int(head_dim * partial_rotary_factor)``
 in transformers' terms) for every type but ``"proportional"``: there the

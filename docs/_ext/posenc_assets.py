@@ -446,6 +446,11 @@ def trim_static(app: Sphinx, exception: Exception | None) -> None:
     words: set[str] = set()
     for text in pages + scripts:
         words.update(_WORD.findall(text))
+    # the whole book's print page (tools/build_pdf.py, after the build) has classes of its
+    # own, styled by the print style sheet: its cover, contents and chapters
+    printer = Path(app.confdir) / "tools" / "build_pdf.py"
+    if printer.is_file():
+        words.update(_WORD.findall(printer.read_text(encoding="utf-8")))
 
     before = after = 0
     sheets: dict[Path, str] = {}

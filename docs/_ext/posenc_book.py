@@ -385,9 +385,44 @@ def _ancestors(node: nodes.Node):
         parent = parent.parent
 
 
+#: Chinese punctuation that may not start a line (a closing mark, a full stop, a comma).
+_NO_LINE_START = "。，、；：？！）」』”’》〉】"
+
+
+def keep_punctuation_with_math(doctree: nodes.Node) -> int:
+    """Keep the Chinese punctuation that follows inline math on the math's line: the
+    browser may break between a formula and the text after it, which put a full stop at
+    the start of a line ("… b^{2/d}" / "。最长的…").  The formula and that mark go into
+    an inline of class ``posenc-nowrap`` (posenc.css); returns how many."""
+    kept = 0
+    for math in list(doctree.findall(nodes.math)):
+        parent = math.parent
+        if parent is None or "posenc-nowrap" in parent.get("classes", []):
+            continue
+        i = next(k for k, child in enumerate(parent.children) if child is math)
+        after = parent[i + 1] if i + 1 < len(parent) else None
+        if not isinstance(after, nodes.Text) or not after[:1] or after[0] not in _NO_LINE_START:
+            continue
+        n = len(after) - len(after.lstrip(_NO_LINE_START))
+        group = nodes.inline("", classes=["posenc-nowrap"])
+        parent.remove(math)
+        group += math
+        group += nodes.Text(str(after)[:n])
+        rest = str(after)[n:]
+        parent.insert(i, group)
+        if rest:
+            parent.children[i + 1] = nodes.Text(rest)
+            parent.children[i + 1].parent = parent
+        else:
+            del parent.children[i + 1]
+        kept += 1
+    return kept
+
+
 def _join_cjk_lines(app: Sphinx, doctree: nodes.document) -> None:
     if app.config.posenc_book_lang == "zh":
         join_cjk_lines(doctree)
+        keep_punctuation_with_math(doctree)
 
 
 def shared_anchors(env, pagename: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""Math rendered at build time, as MathML: no MathJax in the reader's browser.
+r"""Math rendered at build time, as MathML: no MathJax in the reader's browser.
 
 MathJax's ``tex-chtml.js`` is 1.16 MB of script (and it fetches fonts), more than a
 whole page of the book weighs without it, and every page with an equation paid for it.
@@ -11,6 +11,11 @@ Registered as the HTML math renderer ``posenc_mathml`` (conf.py: ``html_math_ren
 A formula the converter cannot read is a build warning (an error under ``-W``) naming the
 page and the formula.  tests/book/test_site.py checks that every page's math is MathML
 and that no page loads MathJax; the browser test that every formula is drawn.
+
+**Named functions read as functions.**  The converter writes ``\cos m\theta`` as
+``<mi>cos</mi><mi>m</mi><mi>θ</mi>``, which the browser draws "cosmθ": each name is
+applied to its argument with ApplyFunction and spaced as TeX spaces it
+(``apply_functions``; the web pages and the PDF printed from them alike).
 
 **A narrow form for phones.**  A display too wide for a phone's column (342 px) says
 where it may break, in TeX comments, which MathJax (in a downloaded notebook) and TeX
@@ -188,6 +193,114 @@ def primes_after_base(mathml: str) -> str:
         mathml)
 
 
+#: TeX's named functions (``\cos``, ``\ln``, ...), which the converter writes as one
+#: multi-letter ``<mi>``; ``\max``, ``\lim``, ``\det`` and ``\operatorname{...}`` it
+#: writes as a multi-letter ``<mo>`` (``mod`` too, a binary operator, left as it is).
+FUNCTION_NAMES = frozenset(
+    "arccos arcsin arctan arg cos cosh cot coth csc deg det dim exp gcd hom inf ker lg "
+    "lim liminf limsup ln log max min Pr sec sin sinh sup tan tanh".split())
+_MATHML_NS = "http://www.w3.org/1998/Math/MathML"
+#: Elements whose children are laid out one after the other (a row, inferred or not).
+_ROWS = {"math", "mrow", "msqrt", "mstyle", "mtd", "mpadded", "mphantom", "menclose",
+         "merror"}
+_SCRIPTED = {"msub", "msup", "msubsup", "munder", "mover", "munderover"}
+#: TeX's thin space (3 mu), set between a function's name and an argument that is not
+#: in brackets, and between an ordinary symbol and a name after it.
+THIN = "0.1667em"
+APPLY_FUNCTION = "\u2061"
+
+
+def _local(el) -> str:
+    """The element's name without its namespace."""
+    return el.tag.rsplit("}", 1)[-1]
+
+
+def function_name(el) -> str | None:
+    """The name if ``el`` is a named function (``<mi>cos</mi>``, ``<mo>max</mo>``) or one
+    carrying scripts (``\\cos^2``, ``\\max_i``), else None."""
+    while _local(el) in _SCRIPTED and len(el):
+        el = el[0]
+    if len(el) or not el.text:
+        return None
+    text = el.text.strip()
+    if _local(el) == "mi" and text in FUNCTION_NAMES:
+        return text
+    if _local(el) == "mo" and len(text) > 1 and text.isalpha() and text != "mod":
+        return text
+    return None
+
+
+def _first_token(el):
+    while len(el) and _local(el) in _ROWS | _SCRIPTED:
+        el = el[0]
+    return el
+
+
+def _opens(el) -> bool:
+    """Whether ``el`` starts with an opening bracket (TeX sets no space before one)."""
+    first = _first_token(el)
+    text = (first.text or "").strip()
+    return _local(first) == "mo" and len(text) == 1 and text in "([{\u27e8\u230a\u2308"
+
+
+def _ordinary(el) -> bool:
+    """Whether ``el`` is what TeX calls an ordinary atom (not an operator), or a closing
+    bracket: TeX puts a thin space between it and a function's name after it."""
+    if _local(el) != "mo":
+        return _local(el) != "mspace"
+    text = (el.text or "").strip()
+    return len(text) == 1 and text in ")]}\u27e9\u230b\u2309"
+
+
+def apply_functions(mathml: str) -> str:
+    """``mathml`` with each named function applied as MathML says and spaced as TeX sets
+    it: ``<mo>&#x2061;</mo>`` (ApplyFunction) after the name, with a thin space after it
+    unless a bracket follows (cos mθ, cos(mθ)), and a thin space before the name after an
+    ordinary symbol (0.1 ln s).  Chromium draws neither ApplyFunction nor a multi-letter
+    ``<mo>`` with TeX's spacing (MathML Core gives ApplyFunction none and an unknown
+    ``<mo>`` a thick space on each side), so the spaces are written out."""
+    if not re.search(r"<m[io]\b[^>]*>[A-Za-z]{2,}</m[io]>", mathml):
+        return mathml
+    import xml.etree.ElementTree as ET
+
+    xmlns = f' xmlns="{_MATHML_NS}"'  # parsed without it: the tags are the bare names
+    root = ET.fromstring(mathml.replace(xmlns, "", 1))
+    changed = False
+    for row in root.iter():
+        if _local(row) not in _ROWS:
+            continue
+        children = list(row)
+        out = []
+        for i, child in enumerate(children):
+            name = function_name(child)
+            if name is None:
+                out.append(child)
+                continue
+            changed = True
+            base = child
+            while _local(base) in _SCRIPTED:
+                base = base[0]
+            if _local(base) == "mo":  # its spaces are the ones written here
+                base.set("lspace", "0")
+                base.set("rspace", "0")
+            if out and _ordinary(out[-1]):
+                out.append(ET.Element("mspace", width=THIN))
+            out.append(child)
+            after = children[i + 1] if i + 1 < len(children) else None
+            if after is None or (after.text or "").strip() == APPLY_FUNCTION:
+                continue
+            apply = ET.Element("mo", lspace="0",
+                               rspace="0" if _opens(after) else THIN)
+            apply.text = APPLY_FUNCTION
+            out.append(apply)
+        if len(out) != len(children):
+            row[:] = out
+    if not changed:
+        return mathml
+    text = ET.tostring(root, encoding="unicode").replace("<math", "<math" + xmlns, 1)
+    return text.replace(APPLY_FUNCTION, "&#x2061;")
+
+
 def rewrite_tex(tex: str) -> str:
     for pattern, replacement in _REWRITES:
         tex = pattern.sub(replacement, tex)
@@ -214,6 +327,7 @@ def tex_to_mathml(tex: str, display: bool) -> str:
     # latex2mathml writes every operator as a character reference ("+" is &#x0002B;,
     # nine bytes for one): the characters themselves, but for markup's own
     mathml = _REFERENCE.sub(_character, mathml)
+    mathml = apply_functions(mathml)
     mathml = primes_after_base(mathml)
     # latex2mathml writes <math ...><mrow>...</mrow></math>; keep the source beside it.
     head, _, rest = mathml.partition(">")

@@ -287,7 +287,8 @@ def _render_block(block: _Block, glue: dict[str, Any], resolver: Resolver,
     if name == "math":
         label = block.options.get("label") or block.options.get("name")
         tag = resolver.equation_number(label) if label else None
-        inner = "\n".join(block.body).strip()
+        body = [ln for ln in map(_without_phone_marks, block.body) if ln is not None]
+        inner = "\n".join(body).strip()
         return ["$$", inner + (f" \\tag{{{tag}}}" if tag else ""), "$$"]
     if name in ("note", "tip", "warning", "important", "caution", "attention", "hint",
                 "seealso", "admonition"):
@@ -295,9 +296,32 @@ def _render_block(block: _Block, glue: dict[str, Any], resolver: Resolver,
         inner = _render_lines(block.body, glue, resolver, attachments)
         return [f"> **{render_inline(title, glue, resolver)}**", ">",
                 *(("> " + ln).rstrip() for ln in inner)]
+    if name == "table":
+        # its number and caption over it, as the page shows them
+        prefix = resolver.figure_caption_prefix(block.options.get("name"))
+        caption = render_inline(block.arg, glue, resolver)
+        lines = _render_lines(block.body, glue, resolver, attachments)
+        return [f"*{prefix}{caption}*".replace("**", ""), "", *lines] if caption or prefix \
+            else lines
+    if name == "container":
+        # a styled block of the site (the front page's start link): its text, but not
+        # what only the site shows (class posenc-web-only: the language switch)
+        if "posenc-web-only" in block.arg.split():
+            return []
+        return _render_lines(block.body, glue, resolver, attachments)
     if name in ("toctree", "bibliography", "contents"):
         return []
     raise ConversionError(f"the MyST directive {{{name}}} has no notebook rendering")
+
+
+def _without_phone_marks(line: str) -> str | None:
+    """A line of display TeX without the site's phone marks (posenc_math: ``%|`` where
+    the narrow form breaks, a ``%narrow:`` line), which a notebook's reader would only
+    trip over; None for a line that was nothing but a mark."""
+    if re.match(r"^\s*%narrow:", line):
+        return None
+    kept = re.sub(r"(?<!\\)\s*%\|[^\n]*", "", line)
+    return None if kept.strip() == "" and line.strip() else kept
 
 
 def _tag_closing(line: str, resolver: Resolver) -> str:
@@ -329,7 +353,9 @@ def _render_lines(lines: list[str], glue: dict[str, Any], resolver: Resolver,
             if "$$" in stripped:  # the closing $$, perhaps with (label)
                 in_math = False
                 line = _tag_closing(line, resolver)
-            out.append(line)
+            line = _without_phone_marks(line)
+            if line is not None:
+                out.append(line)
         elif m:
             flush()
             fence = m["fence"]
@@ -609,6 +635,14 @@ def convert(nb: Any, glue: dict[str, Any], resolver: Resolver, install: str) -> 
                 new.metadata["tags"] = tags
             if HIDDEN_TAGS & set(tags):
                 new.metadata["jupyter"] = {"source_hidden": True}
+            shown = (cell.metadata.get("mystnb") or {}).get("figure") or {}
+            if shown.get("caption"):
+                # the number and caption the page gives what the cell shows (a table it
+                # computes: posenc_site.computed_table), over the cell
+                prefix = resolver.figure_caption_prefix(shown.get("name"))
+                caption = render_inline(str(shown["caption"]), glue, resolver)
+                out.cells.append(nbformat.v4.new_markdown_cell(
+                    f"*{prefix}{caption}*".replace("**", "")))
             out.cells.append(new)
         # raw cells (none in the book) are dropped
     install_cell = nbformat.v4.new_code_cell(install)

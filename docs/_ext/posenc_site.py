@@ -15,6 +15,8 @@
   and figures in place, and an install cell first.
 * **The download menu says what each entry is** (executed notebook, MyST source, print),
   in the page's language.
+* **A table a cell computes is a numbered table**: captioned and labelled in the cell's
+  metadata (``mystnb: figure: {caption, name}``), numbered with the page's own tables.
 * **Launch on Colab / Binder.**  Colab opens only ``.ipynb`` files from GitHub, and the
   pages are MyST Markdown, so the launch links point at the converted notebooks, which
   the Pages workflow (.github/workflows/pages.yml) publishes to the branch
@@ -54,7 +56,8 @@ logger = logging.getLogger(__name__)
 
 # -- Alt text ------------------------------------------------------------------------
 
-def _caption_text(figure: nodes.figure) -> str:
+def _caption_text(figure: nodes.Element) -> str:
+    """The caption of ``figure`` (or of a :class:`computed_table`), on one line."""
     for child in figure.children:
         if isinstance(child, nodes.caption):
             return " ".join(child.astext().split())
@@ -172,12 +175,56 @@ def download_menu_texts(
             text = texts.get(button.get("label", ""))
             if text:
                 button["text"] = text
-        # the whole book printed by tools/build_pdf.py (nox -s pdf) beside the pages
+        # the whole book, printed by tools/build_pdf.py (nox -s pdf) beside the pages
+        # after they are built, which links it from every page then: linked here only
+        # where it is already there (a later build), never to a file that is missing
+        if not (Path(app.outdir) / f"posenc-{lang}.pdf").is_file():
+            continue
         group.setdefault("buttons", []).append({
             "type": "link", "url": context["pathto"](f"posenc-{lang}.pdf", 1),
             "text": texts["download-book-pdf-button"], "tooltip":
             texts["download-book-pdf-button"], "icon": "fas fa-book",
             "label": "download-book-pdf-button"})
+
+
+# -- Tables a cell computes: numbered and captioned as tables ---------------------------
+
+class computed_table(nodes.General, nodes.Element):
+    """A table that a cell computed (its output), with its caption above it, numbered in
+    the sequence of the page's tables (Table 11.1) and a target of ``{numref}``."""
+
+
+def _holds_table(node: nodes.Element) -> bool:
+    return any(isinstance(n, nodes.table) or (isinstance(n, nodes.raw) and "<table" in n.astext())
+               for n in node.findall())
+
+
+def number_computed_tables(app: Sphinx, doctree: nodes.document) -> None:
+    """A cell whose output is a table gets its caption and label as any cell output does
+    (``mystnb: figure: {caption: ..., name: tbl-...}`` in its metadata), which MyST-NB
+    makes a figure: that figure becomes a :class:`computed_table`, caption first."""
+    for figure in list(doctree.findall(nodes.figure)):
+        if next(iter(figure.findall(nodes.image)), None) is not None:
+            continue
+        if not _holds_table(figure):
+            continue
+        table = computed_table("", ids=figure["ids"], names=figure["names"],
+                               classes=["posenc-computed-table"])
+        children = list(figure.children)
+        del figure[:]
+        table.extend(c for c in children if isinstance(c, nodes.caption))
+        table.extend(c for c in children if not isinstance(c, nodes.caption))
+        figure.replace_self(table)
+        for anchor in table["ids"]:
+            doctree.ids[anchor] = table
+
+
+def _visit_computed_table(self, node: computed_table) -> None:
+    self.body.append(self.starttag(node, "div"))
+
+
+def _depart_computed_table(self, node: computed_table) -> None:
+    self.body.append("</div>\n")
 
 
 # -- Accessibility ------------------------------------------------------------------
@@ -370,6 +417,9 @@ def setup(app: Sphinx) -> dict:
     register_catalogs(app)
     index_words_as_read()
     app.connect("config-inited", localise_search_field)
+    app.add_enumerable_node(computed_table, "table", _caption_text,
+                            html=(_visit_computed_table, _depart_computed_table))
+    app.connect("doctree-read", number_computed_tables)
     app.connect("doctree-resolved", set_image_alt)
     app.connect("html-page-context", notebook_page_context, priority=502)
     app.connect("html-page-context", download_menu_texts, priority=503)

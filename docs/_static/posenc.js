@@ -62,21 +62,25 @@
     el.classList.toggle("posenc-more-right",
                         scrolls && el.scrollLeft + el.clientWidth < el.scrollWidth - 1);
     if (scrolls && el.tabIndex < 0) el.tabIndex = 0;
-    // an equation that stays wider than the column says so in words under it
-    if (el.matches("div.math")) {
+    // an equation or a table that stays wider than the column says so in words under it
+    const kind = el.matches("div.math") ? "math" : el.querySelector("table") ? "table" : null;
+    if (kind) {
       let hint = el.nextElementSibling;
       if (!hint || !hint.classList.contains("posenc-scroll-hint")) {
         if (!scrolls) return;
         hint = document.createElement("p");
         hint.className = "posenc-scroll-hint";
         hint.setAttribute("aria-hidden", "true");
-        hint.textContent = HINT[document.documentElement.lang] || HINT.en;
+        hint.textContent = (HINT[document.documentElement.lang] || HINT.en)[kind];
         el.after(hint);
       }
       hint.hidden = !scrolls;
     }
   };
-  const HINT = {"zh-CN": "公式较宽，可左右滑动查看 ⟷", en: "Wide equation: scroll sideways ⟷"};
+  const HINT = {
+    "zh-CN": {math: "公式较宽，可左右滑动查看 ⟷", table: "表格较宽，可左右滑动查看 ⟷"},
+    en: {math: "Wide equation: scroll sideways ⟷", table: "Wide table: scroll sideways ⟷"},
+  };
   const seen = new WeakSet();
   // A box's content can grow after it was marked (a web font arrives, an image loads).
   const resized = window.ResizeObserver

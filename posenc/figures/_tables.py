@@ -39,11 +39,11 @@ class BookTable:
         A line shown under the table.
     code_columns : sequence of int, optional
         Columns whose cells are code (``<code>`` in HTML, backticks in Markdown).
-    stack : bool, optional
-        On a narrow screen, show each row as a card: the first cell as its title, the
-        others one per line after their column title (HTML class ``posenc-stack`` and a
-        ``data-label`` on every cell; ``docs/_static/posenc.css`` draws it).  For a
-        table with more columns than a phone's width holds.
+    wide : bool, optional
+        A table with more columns than a phone's width holds (HTML class
+        ``posenc-wide``; ``docs/_static/posenc.css`` draws it): on a narrow screen it
+        stays a table to compare across, scrolling sideways under its first column,
+        which stays in view; on a wide screen its header stays in view.
 
     Raises
     ------
@@ -62,7 +62,7 @@ class BookTable:
     True
     """
 
-    def __init__(self, header, rows, align=None, note=None, code_columns=(), stack=False):
+    def __init__(self, header, rows, align=None, note=None, code_columns=(), wide=False):
         self.header = [str(h) for h in header]
         self.rows = [[str(c) for c in row] for row in rows]
         n = len(self.header)
@@ -74,7 +74,7 @@ class BookTable:
                 raise ValueError(f"every row must have {n} cells, got {len(row)}: {row!r}")
         self.note = note
         self.code_columns = set(code_columns)
-        self.stack = check_bool(stack, "stack")
+        self.wide = check_bool(wide, "wide")
 
     def __str__(self):
         sep = ["---:" if a == "r" else ":---" for a in self.align]
@@ -97,14 +97,12 @@ class BookTable:
             c = escape(c)
             if tag == "td" and j in self.code_columns:
                 c = f"<code>{c}</code>"
-            label = (f' data-label="{escape(self.header[j], quote=True)}"'
-                     if self.stack and tag == "td" else "")
-            return f'<{tag} style="{style[self.align[j]]}"{label}>{c}</{tag}>'
+            return f'<{tag} style="{style[self.align[j]]}">{c}</{tag}>'
 
         head = "".join(td("th", j, h) for j, h in enumerate(self.header))
         body = "".join("<tr>" + "".join(td("td", j, c) for j, c in enumerate(r)) + "</tr>"
                        for r in self.rows)
         note = f"<p>{escape(self.note)}</p>" if self.note else ""
-        cls = "table posenc-table posenc-stack" if self.stack else "table posenc-table"
+        cls = "table posenc-table posenc-wide" if self.wide else "table posenc-table"
         return (f'<table class="{cls}"><thead><tr>{head}</tr></thead>'
                 f"<tbody>{body}</tbody></table>{note}")

@@ -259,7 +259,7 @@ def experiment_gpu_table(results, *, metric="target"):
                         + [_cell(R.summarise(R.gpu_scaling_values(results, kind, mode, n,
                                                                   metric)))
                            for n in ns])
-    return BookTable(header, rows, stack=True)
+    return BookTable(header, rows, wide=True)
 
 
 _COLORS = {"nope": "C7", "learned": "C4", "sinusoidal": "C2", "rope": "C0", "alibi": "C1",
@@ -491,7 +491,7 @@ def experiment_table(results, *, metric="target"):
     rows = [[label(f"exp_{enc}")] + [_cell(R.summarise(R.lm_values(results, enc, n, metric)))
                                      for n in ns]
             for enc in results["lm"]["chosen"]]
-    return BookTable(header, rows, stack=True)
+    return BookTable(header, rows, wide=True)
 
 
 def experiment_tuning_table(results):
@@ -513,7 +513,7 @@ def experiment_tuning_table(results):
                 mark = " ✓" if (lr, sc) == (ch["lr"], ch["embed_scale"]) else ""
                 row.append("–" if v is None else f"{v:.3f}{mark}")
             rows.append(row)
-    return BookTable(header, rows, stack=True)
+    return BookTable(header, rows, wide=True)
 
 
 def experiment_reference_rates_table(results):
@@ -537,7 +537,7 @@ def _rate_table(checks, name) -> BookTable:
             v = c["valid"].get(lr)
             row.append("–" if v is None else f"{v:.3f}" + (" ✓" if lr == c["lr"] else ""))
         rows.append(row)
-    return BookTable(header, rows, stack=True)
+    return BookTable(header, rows, wide=True)
 
 
 def experiment_ablation_rates_table(results):
@@ -571,7 +571,7 @@ def experiment_rivals_table(results):
                      f"{c['gap']:+.3f}",
                      *(f"{d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]"
                        for d in (c["valid"], c["test"][L]))])
-    return BookTable(header, rows, stack=True)
+    return BookTable(header, rows, wide=True)
 
 
 def experiment_context_table(results):
@@ -590,7 +590,7 @@ def experiment_context_table(results):
         rows.append([label("exp_trained_at_row").format(enc=label(f"exp_{enc}"), n=tl)]
                     + [_cell(R.summarise(R.reference_values(results, enc, tl, n, "far")))
                        if n >= tl else "–" for n in ns])
-    return BookTable(header, rows, stack=True)
+    return BookTable(header, rows, wide=True)
 
 
 def _series_label(spec):
@@ -647,7 +647,7 @@ def experiment_task_table(results, task="copy", *, threshold=0.5):
     _, header = _task_header(results, task)
     rows = [[label(f"exp_{enc}"), *cells] for enc, cells in
             zip(results[task]["chosen"], _task_cells(results, task, threshold))]
-    return BookTable(header, rows, stack=True)
+    return BookTable(header, rows, wide=True)
 
 
 def experiment_task_rerun_table(results, rerun, task="copy", *, threshold=0.5):
@@ -663,7 +663,7 @@ def experiment_task_rerun_table(results, rerun, task="copy", *, threshold=0.5):
                          _task_cells(again, task, threshold, False)):
         rows.append([label(f"exp_{enc}")] + [x if x == y else f"{x} → {y}"
                                              for x, y in zip(a, b)])
-    return BookTable(header, rows, stack=True, note=label("exp_rerun_note"))
+    return BookTable(header, rows, wide=True, note=label("exp_rerun_note"))
 
 
 def experiment_passkey_depth_table(results, total):
@@ -741,7 +741,7 @@ def experiment_claims_table(results, *, n_boot=R.N_BOOT):
         rows.append([_spaced(text), f"{c['mean']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]",
                      str(len(c["seeds"])), _p(c["p"]), _p(c["p_holm"]),
                      "✓" if c["holds"] else "✗"])
-    return BookTable(header, rows, align="lrrrrr", stack=True)
+    return BookTable(header, rows, align="lrrrrr", wide=True)
 
 
 def experiment_gpu_claims_table(results):
@@ -762,4 +762,4 @@ def experiment_gpu_claims_table(results):
             text += label("exp_far_suffix")
         rows.append([_spaced(text), f"{c['mean']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]",
                      _p(c["p"]), _p(c["p_holm"]), "✓" if c["holds"] else "✗"])
-    return BookTable(header, rows, align="lrrrr", stack=True)
+    return BookTable(header, rows, align="lrrrr", wide=True)

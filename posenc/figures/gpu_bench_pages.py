@@ -147,7 +147,7 @@ def gpu_bench_table(results, case_id):
         rows.append([_name(raw), f"{r['ms']:.3f}", "" if ratio is None else f"{ratio:.2f}",
                      "" if err is None else f"{err:.1e}"])
     return BookTable([label("gpu_col_candidate"), label("gpu_col_ms"),
-                      label("gpu_col_ratio"), label("gpu_col_err")], rows, stack=True)
+                      label("gpu_col_ratio"), label("gpu_col_err")], rows, wide=True)
 
 
 def gpu_sweep_table(results, dtype):
@@ -175,7 +175,7 @@ def gpu_sweep_table(results, dtype):
                      f"{r['x_copy']:.2f}", f"{r['relerr']:.1e}"])
     return BookTable([label("gpu_col_tile"), label("gpu_col_heads"), label("gpu_col_trig"),
                       label("gpu_col_warps"), label("gpu_col_ratio"), label("gpu_col_err")],
-                     rows, stack=True)
+                     rows, wide=True)
 
 
 def gpu_machine_line(results):

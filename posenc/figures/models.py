@@ -246,7 +246,7 @@ def atlas_table(descriptions):
                                  "models_col_layers", "models_col_offset", "models_col_longest",
                                  "models_col_turning")]
     return BookTable(header, rows, align="lllrlrlrrr", note=label("models_table_note"),
-                     stack=True)
+                     wide=True)
 
 
 def temperature_figure(positions, temperature, chunk=None):

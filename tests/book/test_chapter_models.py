@@ -388,29 +388,23 @@ def test_maxtext_4616_partial_rotary_ignored_turns_the_whole_head():
     assert int((~np.isclose(wrong[1], head[1])).sum()) == 256
 
 
-def test_atlas_table_stacks_on_a_phone():
-    """Every cell of the atlas table carries its column title (the card layout of
-    posenc.css at phone widths shows it), and the class that switches the layout on."""
-    import re
-
+def test_atlas_table_is_a_wide_table():
+    """The atlas is marked as a wide table (posenc.css: on a phone it scrolls sideways
+    under a first column that stays in view, instead of becoming a card per model, which
+    tests/book/test_browser.py checks in the browser); a plain table is not."""
     from posenc.figures._tables import BookTable
 
     import posenc.figures as pf
 
     pf.set_language("en")
-    table = pf.atlas_table(atlas())
-    html = table._repr_html_()
-    assert 'class="table posenc-table posenc-stack"' in html
-    cells = re.findall(r"<td [^>]*>", html)
-    assert len(cells) == len(table.rows) * len(table.header)
-    labels = re.findall(r'data-label="([^"]*)"', html)
-    assert labels == table.header * len(table.rows)
+    html = pf.atlas_table(atlas())._repr_html_()
+    assert 'class="table posenc-table posenc-wide"' in html and "data-label" not in html
     plain = BookTable(["a", "b"], [["x", "1"]])._repr_html_()
-    assert "data-label" not in plain and "posenc-stack" not in plain
-    with pytest.raises(TypeError, match="stack"):
-        BookTable(["a"], [["x"]], stack="yes")
+    assert "posenc-wide" not in plain
+    with pytest.raises(TypeError, match="wide"):
+        BookTable(["a"], [["x"]], wide="yes")
     css = (Path(__file__).resolve().parents[2] / "docs/_static/posenc.css").read_text()
-    assert "table.posenc-stack td::before" in css and "attr(data-label)" in css
+    assert "table.posenc-wide" in css and "position: sticky" in css
 
 
 # -- the printouts follow the page's language (issue 34) -------------------------------------

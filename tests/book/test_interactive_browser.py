@@ -146,6 +146,10 @@ def test_interactive_figures(page, lang, width, site, base, browser):
                 if not labels or not labels[0]:
                     problems.append(f"{name}: control {j} has no <label>")
                 texts += labels
+                box = controls.nth(j).bounding_box()
+                if box["height"] < 24 or box["width"] < 24:  # WCAG 2.2 target size
+                    problems.append(f"{name}: control {j} is {box['width']:.0f} x "
+                                    f"{box['height']:.0f} px, under 24 px")
             if lang == "zh" and not any(any("\u4e00" <= ch <= "\u9fff" for ch in t)
                                         for t in texts):
                 problems.append(f"{name}: no Chinese label on a zh page: {texts}")

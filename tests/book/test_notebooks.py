@@ -561,3 +561,13 @@ def test_a_downloaded_notebook_runs_in_a_fresh_kernel(tmp_path, lang, name, old,
     # These pages read no committed data file (the empty folder has none, and fetching
     # one would need the network): their install cell fetches nothing.
     assert "urlretrieve" not in install.source
+
+
+def test_display_math_loses_the_sites_phone_marks():
+    """``%|`` (where the phone's narrow form breaks) and ``%narrow:`` lines are the site's
+    bookkeeping (posenc_math): not in a notebook's TeX; an escaped percent stays."""
+    text, _ = md("$$\na = b %|\n= c \\% d %| here\n%narrow: a = c\n$$ (e-one)\n\n"
+                 "```{math}\n:label: e-two\nx = y %|\n+ z\n```")
+    assert "%|" not in text and "narrow" not in text, text
+    assert "$$\na = b\n= c \\% d\n \\tag{2} $$" in text, text
+    assert "x = y\n+ z" in text, text

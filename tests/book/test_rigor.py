@@ -295,7 +295,8 @@ def zh_prose(text: str, fill: str = " ") -> str:
             continue
         if glossary and not CJK.search(line):              # a glossary's English term
             continue
-        line = re.sub(r"^\s*:{3,}\s*(\{[^}]*\})?", "", line)   # colon-fenced directives
+        # colon-fenced directives (a container's argument is its classes, not prose)
+        line = re.sub(r"^\s*:{3,}\s*(\{container\}.*|\{[^}]*\})?", "", line)
         stripped = line.strip()
         if stripped.startswith("$$"):
             closes = stripped.endswith("$$") and len(stripped) > 2

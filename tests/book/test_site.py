@@ -224,6 +224,17 @@ def test_site_serves_its_trimmed_assets(site):
             assert size.st_size < 20_000, (name, size.st_size)
 
 
+def test_print_style_sheet_keeps_the_whole_book_rules(site):
+    """The style sheets are trimmed to the classes the pages use; the print page that
+    tools/build_pdf.py writes after the build uses its own (chapters, cover, contents),
+    and their rules stay: each chapter on a new page, the cover and the contents."""
+    for lang in LANGS:
+        css = (site / lang / "_static" / "posenc-print.css").read_text(encoding="utf-8")
+        for rule in (".posenc-print-chapter", ".posenc-print-cover", ".posenc-print-contents",
+                     ".posenc-toc-page"):
+            assert rule in css, (lang, rule)
+
+
 def test_math_is_mathml_written_at_build_time(site):
     """Every formula of both languages is MathML in the page (posenc_math), and no page
     loads MathJax: the browser draws the math itself, offline too."""
@@ -241,13 +252,116 @@ def test_math_is_mathml_written_at_build_time(site):
         for el in math:
             if not el.find("math") or el.select(".posenc-math-error"):
                 problems.append(f"{lang}/{page.name}: not MathML: {el.get_text()[:60]!r}")
+        # as the page holds it (html.parser would drop MathML's own spelling)
+        for mathml in re.findall(r"<math\b.*?</math>", page.read_text(encoding="utf-8"),
+                                 re.S):
+            problems += [f"{lang}/{page.name}: {g}" for g in glued_functions(mathml)]
     assert pages_with_math >= 10, f"only {pages_with_math} pages with math"
     assert not problems, problems[:10]
 
 
+def _table_captions(soup) -> tuple[list[str], list[str]]:
+    """The numbers of the page's tables (Table 3.1 ...), and what each table without one
+    begins with.  A table is a Markdown table (``{table}``: its <caption>) or one a cell
+    computed (posenc_site.computed_table: the paragraph over it); the API reference's
+    summaries of a module's members and the general index are lists, not tables."""
+    numbers, bare = [], []
+    for table in soup.select("article.bd-article table"):
+        if {"autosummary", "genindextable", "indextable"} & set(table.get("class", [])):
+            continue
+        holder = table.find_parent("div", class_="posenc-computed-table")
+        number = (holder.select_one(":scope > p .caption-number") if holder
+                  else table.select_one(":scope > caption .caption-number"))
+        text = (holder or table).select_one(".caption-text") if number else None
+        if number is None or not text.get_text(strip=True):
+            bare.append(table.get_text(" ", strip=True)[:60])
+        else:
+            numbers.append(number.get_text(strip=True))
+    return numbers, bare
+
+
+def test_every_table_is_numbered_and_captioned(site):
+    """Every table of the book (written in the page or computed by a cell) has a number
+    and a caption, and each page numbers the same tables in both languages."""
+    problems, counted = [], {}
+    for lang, page in _all_html(site):
+        numbers, bare = _table_captions(_soup(page))
+        problems += [f"{lang}/{page.name}: a table without a caption: {b!r}" for b in bare]
+        counted[lang, page.name] = [re.sub(r"^\D+", "", n) for n in numbers]
+    for (lang, name), numbers in counted.items():
+        if lang == "en" and counted.get(("zh", name)) != numbers:
+            problems.append(f"{name}: tables {numbers} in en, {counted.get(('zh', name))} in zh")
+    assert sum(len(n) for n in counted.values()) >= 80, counted
+    assert not problems, problems[:10]
+
+
+#: TeX's named functions; the converter writes them as one multi-letter <mi>, and \max,
+#: \operatorname{...} and the like as a multi-letter <mo>.
+TEX_FUNCTIONS = set("arccos arcsin arctan arg cos cosh cot coth csc deg det dim exp gcd hom "
+                    "inf ker lg lim liminf limsup ln log max min Pr sec sin sinh sup tan "
+                    "tanh".split())
+
+
+def glued_functions(mathml: str) -> list[str]:
+    """Each named function in ``mathml`` that is glued to what follows it: not applied
+    with ApplyFunction (U+2061), or applied without space before an argument that is not
+    in brackets (TeX's thin space: "cos mθ", never "cosmθ")."""
+    root = ET.fromstring(re.sub(r' xmlns="[^"]*"', "", mathml, count=1))
+    glued = []
+    for row in root.iter():
+        if row.tag not in ("math", "mrow", "msqrt", "mstyle", "mtd", "mpadded", "menclose"):
+            continue
+        kids = list(row)
+        for i, kid in enumerate(kids[:-1]):
+            core = kid
+            while core.tag in ("msub", "msup", "msubsup", "munder", "mover", "munderover"):
+                core = core[0]
+            text = (core.text or "").strip()
+            if len(core) or not (core.tag == "mi" and text in TEX_FUNCTIONS or core.tag == "mo"
+                                 and len(text) > 1 and text.isalpha() and text != "mod"):
+                continue
+            after = kids[i + 1]
+            if after.tag != "mo" or after.text != "\u2061":
+                glued.append(f"{text} without ApplyFunction")
+                continue
+            first = kids[i + 2] if i + 2 < len(kids) else None
+            while first is not None and len(first) and first.tag != "mo":
+                first = first[0]
+            bracket = first is not None and (first.text or "").strip() in ("(", "[", "{")
+            if not bracket and after.get("rspace", "0").strip("em0.") == "":
+                glued.append(f"{text} applied without space")
+    return glued
+
+
+def test_function_names_are_applied_and_spaced():
+    """cos mθ, ln s, max_i, softmax(x): each name applied to its argument (ApplyFunction)
+    with TeX's thin space after it, none before a bracket, a thin space between an
+    ordinary symbol and a name; "mod" stays the binary operator it is."""
+    import posenc_math
+
+    apply = '<mo lspace="0" rspace="{}">&#x2061;</mo>'
+    out = posenc_math.tex_to_mathml(r"x_{2j}\cos m\theta_j", False)
+    assert '<mspace width="0.1667em" /><mi>cos</mi>' + apply.format("0.1667em") + "<mi>m</mi>" in out
+    out = posenc_math.tex_to_mathml(r"\sin(m\theta) + \operatorname{softmax}\left(x\right)", True)
+    assert "<mi>sin</mi>" + apply.format("0") + '<mo stretchy="false">(</mo>' in out
+    assert '<mo lspace="0" rspace="0">softmax</mo>' + apply.format("0") in out
+    out = posenc_math.tex_to_mathml(r"\max_i \log^2 n + a \bmod b", False)
+    assert "</msub>" + apply.format("0.1667em") + "<msup>" in out
+    assert "</msup>" + apply.format("0.1667em") + "<mi>n</mi>" in out
+    assert "<mi>a</mi><mo>mod</mo><mi>b</mi>" in out
+    # the check of the built pages finds what the converter wrote before (cos glued to m)
+    assert glued_functions('<math><mrow><mi>cos</mi><mi>m</mi><mi>θ</mi></mrow></math>') \
+        == ["cos without ApplyFunction"]
+    assert glued_functions('<math><mrow><msub><mo>max</mo><mi>i</mi></msub><mi>x</mi>'
+                           '</mrow></math>') == ["max without ApplyFunction"]
+    assert glued_functions('<math><mi>ln</mi><mo rspace="0">\u2061</mo><mi>s</mi></math>') \
+        == ["ln applied without space"]
+
+
 def test_every_formula_of_the_book_converts(tmp_path):
     """The converter reads every formula the pages have, both languages (the build would
-    warn otherwise; this names them all at once, without a build)."""
+    warn otherwise; this names them all at once, without a build), and writes no named
+    function glued to its argument."""
     from docutils import nodes
 
     import posenc_math  # docs/_ext is on the path (above)
@@ -264,9 +378,12 @@ def test_every_formula_of_the_book_converts(tmp_path):
         for tex, display in cases + [(tex, d) for tex, d in narrow if tex is not None]:
             count += 1
             try:
-                posenc_math.tex_to_mathml(tex, display)
+                mathml = posenc_math.tex_to_mathml(tex, display)
             except Exception as exc:  # noqa: BLE001
                 failures.append(f"{page.parent.name}/{page.name}: {tex[:60]!r}: {exc}")
+                continue
+            failures += [f"{page.parent.name}/{page.name}: {tex[:60]!r}: {g}"
+                         for g in glued_functions(mathml)]
     assert count > 500, count
     assert not failures, failures
     # and the check bites: TeX the converter does not know is reported, not passed on
@@ -769,6 +886,27 @@ TINY_PAGE = textwrap.dedent(
     plt.close(fig2)
     fig2
     ```
+
+    ```{code-cell} ipython3
+    ---
+    mystnb:
+      figure:
+        caption: Two rows a cell computed.
+        name: tbl-rows
+    ---
+    from IPython.display import HTML
+    HTML("<table><tr><th>a</th><th>b</th></tr><tr><td>x</td><td>1</td></tr></table>")
+    ```
+
+    :::{table} A table of the page's own.
+    :name: tbl-own
+
+    | a | b |
+    | --- | --- |
+    | y | 2 |
+    :::
+
+    See {numref}`tbl-rows` and {numref}`tbl-own`.
     """
 )
 
@@ -801,9 +939,11 @@ def test_reader_features_on_a_tiny_book(tmp_path):
     assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# Tiny")
     assert "posenc-install" in nb.cells[1].metadata.get("tags", [])
     assert "%pip install" in nb.cells[1].source
-    assert [c.cell_type for c in nb.cells].count("code") == 4
+    assert [c.cell_type for c in nb.cells].count("code") == 5
     markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     assert "{glue" not in markdown and "*Fig. 1 A rising line, from the caption.*" in markdown
+    assert "*Table 1 Two rows a cell computed.*" in markdown
+    assert "*Table 2 A table of the page's own.*\n\n| a | b |" in markdown
     # The figure is the output of the cell that draws it, which shows it when run; no
     # frozen copy in the text, no glue in the code.
     assert "attachment:" not in markdown and not any(c.get("attachments") for c in nb.cells)
@@ -817,9 +957,67 @@ def test_reader_features_on_a_tiny_book(tmp_path):
     assert nb.metadata["kernelspec"]["name"] == "python3"
     assert soup.select_one("a.btn-launch-colab")["href"].endswith(f"/notebooks/{lang}/tiny.ipynb")
     assert soup.select_one(".dropdown-download-buttons a[href='_sources/tiny.ipynb']")
+    from bs4 import BeautifulSoup
+
+    # A table a cell computed is numbered and captioned with the page's own tables, its
+    # caption above it, and {numref} names it by its number
+    computed = soup.select_one("div.posenc-computed-table#tbl-rows")
+    assert [c.name for c in computed.find_all(["p", "table"])][:2] == ["p", "table"]
+    assert computed.select_one(":scope > p").get_text(" ", strip=True) == \
+        "Table 1 Two rows a cell computed."
+    own = soup.select_one("table#tbl-own caption").get_text(" ", strip=True)
+    assert own.startswith("Table 2 A table of the page"), own
+    refs = [a.get_text(strip=True) for a in soup.select("a.reference.internal")
+            if a.get("href", "").endswith(("#tbl-rows", "#tbl-own"))]
+    assert refs == ["Table 1", "Table 2"], refs
+    # The whole book's PDF: not linked while it is missing (a 404), linked from every
+    # page's download menu once tools/build_pdf.py has printed it, once
+    sys.path.insert(0, str(ROOT / "tools"))
+    from build_pdf import link_book_pdf, pdf_name
+
+    pages = [out / "index.html", out / "tiny.html"]
+    assert not any("posenc-en.pdf" in p.read_text(encoding="utf-8") for p in pages)
+    (out / pdf_name(lang)).write_bytes(b"%PDF-1.7\n")
+    assert link_book_pdf(out, lang) == 2 and link_book_pdf(out, lang) == 0
+    for page in pages:
+        entry = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser").select_one(
+            ".dropdown-download-buttons a.btn-download-book-pdf-button")
+        assert entry["href"] == "posenc-en.pdf" and "fa-book" in str(entry), page
+        assert entry.get_text(strip=True) == "The whole book (PDF)" == entry["title"]
 
 
 # -- Chinese text: no spaces where the source had a line break ---------------------------
+
+
+def test_chinese_punctuation_stays_on_the_line_of_the_math_before_it():
+    from docutils import nodes
+
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    from posenc_book import keep_punctuation_with_math
+
+    para = nodes.paragraph("", "", nodes.Text("公比为 "), nodes.math("", "b^{2/d}"),
+                           nodes.Text("。最长的波长"), nodes.math("", "x"), nodes.Text(" 和"))
+    assert keep_punctuation_with_math(para) == 1
+    group = para[1]
+    assert group["classes"] == ["posenc-nowrap"] and group.astext() == "b^{2/d}。"
+    assert para.astext() == "公比为 b^{2/d}。最长的波长x 和"
+
+
+def test_no_chinese_punctuation_can_start_a_line_after_math(site):
+    """In the built Chinese pages, every inline formula followed by a full stop, comma or
+    closing mark sits with that mark in a posenc-nowrap inline (posenc_book)."""
+    from bs4 import NavigableString
+
+    loose, kept = [], 0
+    for page in sorted((site / "zh").glob("*.html")):
+        for math in _soup(page).select("article span.math"):
+            after = math.next_sibling
+            if isinstance(after, NavigableString) and after[:1] and after[0] in "。，、；：？！）」”":
+                if "posenc-nowrap" in (math.parent.get("class") or []):
+                    kept += 1
+                else:
+                    loose.append(f"{page.name}: {math.get_text()[:30]!r}{after[:3]!r}")
+    assert kept >= 50 and not loose, (kept, loose[:5])
 
 
 def test_join_cjk_lines_removes_breaks_between_chinese_characters_only():

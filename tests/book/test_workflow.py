@@ -68,7 +68,7 @@ def test_the_readme_names_both_commands():
 
 
 def test_the_workflow_builds_with_the_readme_command_in_the_docs_python():
-    _, build = _step(lambda s: "nox" in str(s.get("run", "")))
+    _, build = _step(lambda s: "nox -s docs" in str(s.get("run", "")))
     assert build["run"].strip() == readme_commands()["docs"]
     _, setup = _step(lambda s: str(s.get("uses", "")).startswith("actions/setup-python"))
     assert str(setup["with"]["python-version"]) == nox_session_python("docs")
@@ -79,7 +79,7 @@ def test_the_build_is_told_where_it_is_published():
 
     source = Path(posenc_urls.__file__).read_text(encoding="utf-8")
     pages_i, pages = _step(lambda s: str(s.get("uses", "")).startswith("actions/configure-pages"))
-    build_i, build = _step(lambda s: "nox" in str(s.get("run", "")))
+    build_i, build = _step(lambda s: "nox -s docs" in str(s.get("run", "")))
     assert pages_i < build_i, "configure-pages must run before the build that uses its URL"
     env = build.get("env", {})
     assert set(env) == {"POSENC_REPO", "POSENC_SITE_URL"}
@@ -111,6 +111,17 @@ def test_the_workflow_publishes_what_the_build_writes():
     _, upload = _step(lambda s: str(s.get("uses", "")).startswith("actions/upload-pages"))
     assert upload["with"]["path"] == "_build/html"
     assert 'HTML = BUILD / "html"' in noxfile and 'BUILD = ROOT / "_build"' in noxfile
+
+
+def test_the_workflow_publishes_the_book_pdfs_the_pages_link():
+    """The PDFs are printed from the built site (nox -s pdf, which then links them from
+    every page) before the site is uploaded: the published download menu's "The whole
+    book (PDF)" is never a 404."""
+    build_i, _ = _step(lambda s: "nox -s docs" in str(s.get("run", "")))
+    pdf_i, pdf = _step(lambda s: "nox -s pdf" in str(s.get("run", "")))
+    upload_i, _ = _step(lambda s: str(s.get("uses", "")).startswith("actions/upload-pages"))
+    assert build_i < pdf_i < upload_i
+    assert pdf["run"].strip() == "nox -s pdf"
 
 
 def test_ci_runs_the_readme_test_command():

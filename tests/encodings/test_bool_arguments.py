@@ -108,9 +108,9 @@ CALLS = {
     ("figure_variants", "phone"):
         lambda v: __import__("posenc.figures", fromlist=["x"]).figure_variants(
             __import__("posenc.figures", fromlist=["x"]).new_figure()[0], phone=v),
-    ("BookTable.__init__", "stack"):
+    ("BookTable.__init__", "wide"):
         lambda v: __import__("posenc.figures._tables", fromlist=["BookTable"]).BookTable(
-            ["a"], [["x"]], stack=v),
+            ["a"], [["x"]], wide=v),
     ("mrope_pair_components", "interleaved"):
         lambda v: posenc.mrope_pair_components([2, 1, 1], interleaved=v),
     ("apply_mrope", "interleaved"):
