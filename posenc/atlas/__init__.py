@@ -571,8 +571,9 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
         use_global = global_head is not None and t == "full_attention"
         h, h_key = (global_head, "global_head_dim") if use_global else (head_dim, head_key)
         rope_type = p.get("rope_type", p.get("type", "default"))
-        if rotated_width is not None:
-            dim = rotated_width
+        if rotated_width is not None:  # MLA: the factor applies to the RoPE slice
+            dim = int(rotated_width * _real(p.get("partial_rotary_factor", 1.0),
+                                            "config['partial_rotary_factor']"))
         elif rope_type == "proportional":
             dim = h
         else:

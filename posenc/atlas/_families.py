@@ -168,6 +168,21 @@ FAMILIES: dict[str, dict[str, Any]] = {
                     "rope_theta": 500000.0},
     # 2024-26 families: class defaults of transformers 5.23 (tests/atlas/test_families.py
     # checks each reading against transformers' rotary module)
+    "glm4_moe_lite": {"_source": "models/glm4_moe_lite/modeling_glm4_moe_lite.py",
+                      "hidden_size": 2048, "num_attention_heads": 20, "num_hidden_layers": 47,
+                      "max_position_embeddings": 202752, "qk_rope_head_dim": 64,
+                      "qk_nope_head_dim": 192, "rope_interleave": True, "rope_theta": 10000.0},
+    "glm_moe_dsa": {"_source": "models/glm_moe_dsa/modeling_glm_moe_dsa.py", "_interleaved": True,
+                    "_layer_types": ("all", "indexed_attention"),
+                    "hidden_size": 6144, "num_attention_heads": 64, "num_hidden_layers": 78,
+                    "max_position_embeddings": 202752, "qk_rope_head_dim": 64,
+                    "qk_nope_head_dim": 192, "rope_theta": 10000.0},
+    # LongcatFlashConfig: num_hidden_layers is 2 * num_layers (two attentions per layer)
+    "longcat_flash": {"_source": "models/longcat_flash/modeling_longcat_flash.py",
+                      "_interleaved": True, "_renamed": {"num_layers": "_num_layers"},
+                      "hidden_size": 6144, "num_attention_heads": 64,
+                      "max_position_embeddings": 131072, "qk_rope_head_dim": 64,
+                      "qk_nope_head_dim": 128, "rope_theta": 10000000.0},
     "apertus": {"_source": "models/apertus/modeling_apertus.py",
                 "_default_rope": {"rope_type": "llama3", "rope_theta": 12000000.0, "factor": 8.0,
                                   "original_max_position_embeddings": 8192, "low_freq_factor": 1.0,
@@ -459,7 +474,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
 #: whole head under the default rule whatever the factor says
 #: (tests/atlas/test_families.py checks this against their code).
 PARTIAL_DEFAULT = frozenset("""
-    codegen gptj bamba glm glm4 glm4_moe glm4v_moe_text glm4v_text glm_image_text glm_ocr_text
+    codegen gptj bamba glm glm4 glm4_moe glm4_moe_lite glm4v_moe_text glm4v_text glm_image_text glm_ocr_text
     gpt_neox
     gpt_neox_japanese minimax_m2 minimax_m3_vl_text nemotron persimmon phi phi3
     phi4_multimodal qwen3_5_moe_text qwen3_5_text qwen3_next solar_open stablelm
@@ -538,8 +553,8 @@ REFUSED.update(dict.fromkeys("""
     unlimited_ocr_text hrm_text dbrx cohere_compass_text laguna mellum step3p5 zaya
     ernie4_5_vl_moe_text afmoe axk1 axk2 bailing_hybrid beam blt blt_global_transformer
     blt_local_decoder blt_local_encoder blt_patcher cohere2_moe deepseek_v4 diffusion_gemma_text
-    dots3_note_text flint gemma3n_text gemma4_text gemma4_unified_text glm4_moe_lite glm_moe_dsa
-    granite_swa granitemoe_swa hy_v4 idefics lfm2_moe lfm3 longcat_flash mimo_v2_flash mistral4
+    dots3_note_text flint gemma3n_text gemma4_text gemma4_unified_text 
+    granite_swa granitemoe_swa hy_v4 idefics lfm2_moe lfm3 mimo_v2_flash mistral4
     mistral_large4_text modernbert-decoder muse_glimmer_assistant muse_glimmer_text
     muse_spark_text neomme openai_privacy_filter qwen4_exp_text recurrent_gemma t5_gemma_module
     t5gemma2_decoder t5gemma2_text youtu zamba2
@@ -834,6 +849,8 @@ def _family_rules(c, family, model_type):
         c.pop("rope_scaling", None)
         c.pop("rope_theta", None)
         c["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0}
+    if model_type == "longcat_flash":
+        c.setdefault("num_hidden_layers", 2 * _count(dict(c, n=c.pop("_num_layers", 28)), "n"))
     if "_partial_forced" in family:  # BambaConfig sets it whatever the file says
         c["partial_rotary_factor"] = family["_partial_forced"]
     if model_type == "minimax_m2" and c.get("rotary_dim") is not None:
