@@ -168,6 +168,25 @@ FAMILIES: dict[str, dict[str, Any]] = {
                     "rope_theta": 500000.0},
     # 2024-26 families: class defaults of transformers 5.23 (tests/atlas/test_families.py
     # checks each reading against transformers' rotary module)
+    "lfm3": {"_source": "models/lfm3/modeling_lfm3.py",
+             "_layer_types": ("lfm3",), "_no_attention": ("conv",),
+             "_default_rope": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                               "full_attention": {"rope_type": "proportional",
+                                                  "rope_theta": 1000000.0,
+                                                  "partial_rotary_factor": 0.5}},
+             "head_dim": 128, "hidden_size": 2048, "num_attention_heads": 16,
+             "num_hidden_layers": 24, "max_position_embeddings": 128000, "sliding_window": 256,
+             "rope_theta": 1000000.0},
+    "mimo_v2_flash": {"_source": "models/mimo_v2_flash/modeling_mimo_v2_flash.py",
+                      "_layer_types": ("every", 6, "full_attention", "sliding_attention", None),
+                      "_default_rope": {
+                          "full_attention": {"rope_type": "default", "rope_theta": 5000000.0,
+                                             "partial_rotary_factor": 0.334},
+                          "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0,
+                                                "partial_rotary_factor": 0.334}},
+                      "head_dim": 192, "hidden_size": 4096, "num_attention_heads": 64,
+                      "num_hidden_layers": 48, "max_position_embeddings": 131072,
+                      "sliding_window": 129, "rope_theta": 10000.0},
     "glm4_moe_lite": {"_source": "models/glm4_moe_lite/modeling_glm4_moe_lite.py",
                       "hidden_size": 2048, "num_attention_heads": 20, "num_hidden_layers": 47,
                       "max_position_embeddings": 202752, "qk_rope_head_dim": 64,
@@ -474,7 +493,8 @@ FAMILIES: dict[str, dict[str, Any]] = {
 #: whole head under the default rule whatever the factor says
 #: (tests/atlas/test_families.py checks this against their code).
 PARTIAL_DEFAULT = frozenset("""
-    codegen gptj bamba glm glm4 glm4_moe glm4_moe_lite glm4v_moe_text glm4v_text glm_image_text glm_ocr_text
+    codegen gptj bamba glm glm4 glm4_moe glm4_moe_lite mimo_v2_flash glm4v_moe_text glm4v_text
+    glm_image_text glm_ocr_text
     gpt_neox
     gpt_neox_japanese minimax_m2 minimax_m3_vl_text nemotron persimmon phi phi3
     phi4_multimodal qwen3_5_moe_text qwen3_5_text qwen3_next solar_open stablelm
@@ -554,12 +574,16 @@ REFUSED.update(dict.fromkeys("""
     ernie4_5_vl_moe_text afmoe axk1 axk2 bailing_hybrid beam blt blt_global_transformer
     blt_local_decoder blt_local_encoder blt_patcher cohere2_moe deepseek_v4 diffusion_gemma_text
     dots3_note_text flint gemma3n_text gemma4_text gemma4_unified_text 
-    granite_swa granitemoe_swa hy_v4 idefics lfm2_moe lfm3 mimo_v2_flash mistral4
-    mistral_large4_text modernbert-decoder muse_glimmer_assistant muse_glimmer_text
+    granite_swa granitemoe_swa hy_v4 idefics lfm2_moe   mistral4
+     modernbert-decoder muse_glimmer_assistant muse_glimmer_text
     muse_spark_text neomme openai_privacy_filter qwen4_exp_text recurrent_gemma t5_gemma_module
     t5gemma2_decoder t5gemma2_text youtu zamba2
 """.split(),
     "a text model whose reading rules posenc has not derived from its transformers 5.23 code yet"))
+
+REFUSED["mistral_large4_text"] = (
+    "its rotary class multiplies each frequency by exp(alpha), a buffer loaded with the "
+    "weights (LeRoPE), so the config does not determine the frequencies")
 
 #: The most layers a config may declare (lists are built per layer).
 MAX_LAYERS = 100_000
@@ -715,6 +739,8 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         c.setdefault("partial_rotary_factor", c.pop("rotary_pct", 0.25))
     if model_type in ("gemma3_text", "olmo3"):
         _nested_rope(c, family, model_type)
+    elif _is_nested(family.get("_default_rope")):
+        _per_type_rope(c, family, model_type)
     else:
         params = _flat_rope(c, family)
         if model_type in ("qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text"):
@@ -739,7 +765,7 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
     if model_type not in PARTIAL_DEFAULT:
         c.pop("partial_rotary_factor", None)
         params = c["rope_parameters"]
-        for p in (params.values() if model_type in ("gemma3_text", "olmo3") else [params]):
+        for p in (params.values() if _is_nested(params) else [params]):
             if isinstance(p, dict) and p.get("rope_type") == "default":
                 p.pop("partial_rotary_factor", None)
     if model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen2_vl_text", "qwen2_5_vl_text"):
@@ -856,6 +882,9 @@ def _family_rules(c, family, model_type):
     if model_type == "minimax_m2" and c.get("rotary_dim") is not None:
         # MiniMaxM2Config: a legacy rotary_dim sets partial_rotary_factor = rotary_dim / head_dim
         c.setdefault("partial_rotary_factor", _count(c, "rotary_dim") / _count(c, "head_dim"))
+    if model_type == "mimo_v2_flash" and c.get("sliding_window_size") is not None:
+        # MiMoV2FlashConfig: the window attends sliding_window_size tokens plus the query
+        c["sliding_window"] = _count(c, "sliding_window_size") + 1
     if c.get("layer_types") is None and "_layer_types" in family:
         rule = family["_layer_types"]
         n = _count(c, "num_hidden_layers", maximum=MAX_LAYERS)
@@ -886,6 +915,9 @@ def _family_rules(c, family, model_type):
         elif rule[0] == "all_window":  # every layer sliding where a window is set
             c["layer_types"] = [rule[1] if c.get("sliding_window") is not None
                                 else "full_attention"] * n
+        elif rule[0] == "lfm3":  # Lfm3Config: i % 4 == 2 full, i % 4 == 0 (i > 0) sliding, else conv
+            c["layer_types"] = ["full_attention" if i % 4 == 2 else "sliding_attention"
+                                if i % 4 == 0 and i > 0 else "conv" for i in range(n)]
         elif rule[0] == "exaone4":  # Exaone4Config: a pattern only where there is a window
             period = _count(dict(c, sliding_window_pattern=c.get("sliding_window_pattern", 4)),
                             "sliding_window_pattern")
@@ -901,3 +933,35 @@ def _family_rules(c, family, model_type):
         # OlmoHybridModel gives position embeddings to its full_attention layers only
         c["no_rope_layers"] = [int(t == "full_attention") for t in types]
     c["_no_attention"] = family.get("_no_attention", ())
+
+
+def _is_nested(params):
+    return isinstance(params, Mapping) and bool(params) and all(
+        isinstance(v, Mapping) or v is None for v in params.values())
+
+
+def _per_type_rope(c, family, model_type):
+    """A family whose class default is a rope dict per layer type (LFM3, MiMo-V2-Flash):
+    the file's rope_parameters, else the default; rope_theta filled in each dict as
+    ``convert_rope_params_to_dict`` does (MiMo-V2-Flash's fills nothing)."""
+    _check_top_reals(c, "rope_theta")
+    params = c.pop("rope_scaling", None) or c.get("rope_parameters")
+    if params is not None and not isinstance(params, Mapping):
+        raise TypeError(f"config['rope_parameters'] must be a dict or null, got {_short(params)}")
+    params = params or family["_default_rope"]
+    if not _is_nested(params):
+        raise ValueError(f"config['rope_parameters'] must hold one dict per layer type for "
+                         f"model_type {model_type!r} (as its class does); give it keyed by "
+                         "layer type")
+    params = {k: (None if v is None else dict(v)) for k, v in params.items()}
+    for p in params.values():
+        if p is None:
+            continue
+        if model_type != "mimo_v2_flash":
+            p.setdefault("rope_theta", c.get("rope_theta", family["rope_theta"]))
+        p.setdefault("rope_type", p.pop("type", "default"))
+        if p["rope_type"] in ("llama3", "yarn", "longrope"):
+            if c.get("max_position_embeddings") is not None:
+                p.setdefault("original_max_position_embeddings", c["max_position_embeddings"])
+    c["rope_parameters"] = params
+    c.pop("rope_theta", None)

@@ -298,6 +298,7 @@ VARIANTS = {
     "exaone4": [("no_window", {"sliding_window": None, "layer_types": ["full_attention"] * 4,
                                "num_hidden_layers": 4})],
     "minimax_m2": [("rotary_dim", {"rotary_dim": 64})],
+    "mimo_v2_flash": [("sliding_window_size", {"sliding_window_size": 64})],
 }
 
 
