@@ -168,6 +168,26 @@ FAMILIES: dict[str, dict[str, Any]] = {
                     "rope_theta": 500000.0},
     # 2024-26 families: class defaults of transformers 5.23 (tests/atlas/test_families.py
     # checks each reading against transformers' rotary module)
+    "youtu": {"_source": "models/youtu/modeling_youtu.py", "hidden_size": 2048,
+              "num_attention_heads": 16, "num_hidden_layers": 32, "max_position_embeddings": 131072,
+              "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "rope_interleave": True,
+              "rope_theta": 10000.0},
+    "axk1": {"_source": "models/axk1/modeling_axk1.py", "hidden_size": 7168,
+             "num_attention_heads": 64, "num_hidden_layers": 61, "max_position_embeddings": 32768,
+             "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "rope_interleave": True,
+             "rope_theta": 10000.0},
+    "afmoe": {"_source": "models/afmoe/modeling_afmoe.py",
+              "_layer_types": ("every", 4, "full_attention", "sliding_attention",
+                               "global_attn_every_n_layers"),
+              "_rotating_types": ("sliding_attention",),  # AfmoeAttention: is_local_attention
+              "head_dim": 128, "hidden_size": 2048, "num_attention_heads": 16,
+              "num_hidden_layers": 32, "max_position_embeddings": 16384, "sliding_window": 1024,
+              "rope_theta": 10000.0},
+    "flint": {"_source": "models/flint/modeling_flint.py", "_layer_types": ("flint",),
+              "_rotating_types": ("sliding_attention",),  # FlintAttention: a window, so a slide
+              "head_dim": 128, "hidden_size": 2048, "num_attention_heads": 32,
+              "num_hidden_layers": 49, "max_position_embeddings": 262144, "sliding_window": 513,
+              "rope_theta": 10000.0},
     "lfm3": {"_source": "models/lfm3/modeling_lfm3.py",
              "_layer_types": ("lfm3",), "_no_attention": ("conv",),
              "_default_rope": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
@@ -571,13 +591,13 @@ REFUSED.update(dict.fromkeys("""
      "rotates")))
 REFUSED.update(dict.fromkeys("""
     unlimited_ocr_text hrm_text dbrx cohere_compass_text laguna mellum step3p5 zaya
-    ernie4_5_vl_moe_text afmoe axk1 axk2 bailing_hybrid beam blt blt_global_transformer
+    ernie4_5_vl_moe_text   axk2 bailing_hybrid beam blt blt_global_transformer
     blt_local_decoder blt_local_encoder blt_patcher cohere2_moe deepseek_v4 diffusion_gemma_text
-    dots3_note_text flint gemma3n_text gemma4_text gemma4_unified_text 
+    dots3_note_text  gemma3n_text gemma4_text gemma4_unified_text 
     granite_swa granitemoe_swa hy_v4 idefics lfm2_moe   mistral4
      modernbert-decoder muse_glimmer_assistant muse_glimmer_text
     muse_spark_text neomme openai_privacy_filter qwen4_exp_text recurrent_gemma t5_gemma_module
-    t5gemma2_decoder t5gemma2_text youtu zamba2
+    t5gemma2_decoder t5gemma2_text  zamba2
 """.split(),
     "a text model whose reading rules posenc has not derived from its transformers 5.23 code yet"))
 
@@ -915,6 +935,9 @@ def _family_rules(c, family, model_type):
         elif rule[0] == "all_window":  # every layer sliding where a window is set
             c["layer_types"] = [rule[1] if c.get("sliding_window") is not None
                                 else "full_attention"] * n
+        elif rule[0] == "flint":  # FlintConfig: the first two, every i % 4 == 1 and the last global
+            c["layer_types"] = ["full_attention" if i < 2 or i % 4 == 1 or i == n - 1
+                                else "sliding_attention" for i in range(n)]
         elif rule[0] == "lfm3":  # Lfm3Config: i % 4 == 2 full, i % 4 == 0 (i > 0) sliding, else conv
             c["layer_types"] = ["full_attention" if i % 4 == 2 else "sliding_attention"
                                 if i % 4 == 0 and i > 0 else "conv" for i in range(n)]
@@ -929,6 +952,8 @@ def _family_rules(c, family, model_type):
     if model_type == "granitemoehybrid" and c.get("position_embedding_type") != "rope":
         # GraniteMoeHybridModel builds its rotary module only for position_embedding_type "rope"
         c["no_rope_layers"] = [0] * len(types or [])
+    if "_rotating_types" in family and types:  # the model file rotates these types only
+        c["no_rope_layers"] = [int(t in family["_rotating_types"]) for t in types]
     if model_type == "olmo_hybrid" and types:
         # OlmoHybridModel gives position embeddings to its full_attention layers only
         c["no_rope_layers"] = [int(t == "full_attention") for t in types]

@@ -136,6 +136,10 @@ RULES = {
     "cohere2": lambda c, i, t, f: t if t == "sliding_attention" else "nope",
     # Exaone4Attention: "if self.sliding_window is None or self.is_sliding" it rotates
     "exaone4": lambda c, i, t, f: t if (c.sliding_window is None or t == "sliding_attention") else "nope",
+    # AfmoeAttention rotates "if self.is_local_attention" (its sliding layers)
+    "afmoe": lambda c, i, t, f: t if t == "sliding_attention" else "nope",
+    # FlintAttention rotates "if self.sliding_window is not None": its sliding layers
+    "flint": lambda c, i, t, f: t if t == "sliding_attention" else "nope",
     # OlmoHybridModel passes position embeddings to full_attention layers only
     "olmo_hybrid": lambda c, i, t, f: t if t == "full_attention" else "nope",
     # GraniteMoeHybridModel builds no rotary module unless position_embedding_type == "rope"
