@@ -574,6 +574,12 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
         if rotated_width is not None:  # MLA: the factor applies to the RoPE slice
             dim = int(rotated_width * _real(p.get("partial_rotary_factor", 1.0),
                                             "config['partial_rotary_factor']"))
+            if dim % 2:
+                raise ValueError(
+                    f"the rotated width int(qk_rope_head_dim * partial_rotary_factor) = {dim} "
+                    f"must be even (qk_rope_head_dim {rotated_width}): RoPE turns pairs of "
+                    "features; fix config['qk_rope_head_dim']"
+                )
         elif rope_type == "proportional":
             dim = h
         else:

@@ -938,7 +938,7 @@ def _family_rules(c, family, model_type):
         elif rule[0] == "flint":  # FlintConfig: the first two, every i % 4 == 1 and the last global
             c["layer_types"] = ["full_attention" if i < 2 or i % 4 == 1 or i == n - 1
                                 else "sliding_attention" for i in range(n)]
-        elif rule[0] == "lfm3":  # Lfm3Config: i % 4 == 2 full, i % 4 == 0 (i > 0) sliding, else conv
+        elif rule[0] == "lfm3":  # Lfm3Config: i % 4 == 2 full, i % 4 == 0 < i sliding, else conv
             c["layer_types"] = ["full_attention" if i % 4 == 2 else "sliding_attention"
                                 if i % 4 == 0 and i > 0 else "conv" for i in range(n)]
         elif rule[0] == "exaone4":  # Exaone4Config: a pattern only where there is a window

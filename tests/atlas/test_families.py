@@ -399,3 +399,9 @@ def test_a_hybrid_says_which_layers_have_no_attention():
     with pytest.raises(ValueError, match=r"no layer that uses RoPE \(0 attention layers without "
                                          r"it, 32 layers without attention\)"):
         describe_config({"model_type": "granitemoehybrid"})
+
+
+def test_an_odd_rope_slice_is_refused_naming_its_key():
+    config = {"model_type": "deepseek_v3", "qk_rope_head_dim": 1}
+    with pytest.raises(ValueError, match=r"config\['qk_rope_head_dim'\]"):
+        describe_config(config)
