@@ -168,6 +168,10 @@ FAMILIES: dict[str, dict[str, Any]] = {
                     "rope_theta": 500000.0},
     # 2024-26 families: class defaults of transformers 5.23 (tests/atlas/test_families.py
     # checks each reading against transformers' rotary module)
+    "lfm2_moe": {"_source": "models/lfm2_moe/modeling_lfm2_moe.py", "_layer_types": ("required",),
+                 "_no_attention": ("conv",), "hidden_size": 2048, "num_attention_heads": 32,
+                 "num_hidden_layers": 32, "max_position_embeddings": 128000,
+                 "rope_theta": 1000000.0},
     "youtu": {"_source": "models/youtu/modeling_youtu.py", "hidden_size": 2048,
               "num_attention_heads": 16, "num_hidden_layers": 32, "max_position_embeddings": 131072,
               "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "rope_interleave": True,
@@ -594,7 +598,7 @@ REFUSED.update(dict.fromkeys("""
     ernie4_5_vl_moe_text   axk2 bailing_hybrid beam blt blt_global_transformer
     blt_local_decoder blt_local_encoder blt_patcher cohere2_moe deepseek_v4 diffusion_gemma_text
     dots3_note_text  gemma3n_text gemma4_text gemma4_unified_text 
-    granite_swa granitemoe_swa hy_v4 idefics lfm2_moe   mistral4
+    granite_swa granitemoe_swa hy_v4 idefics    mistral4
      modernbert-decoder muse_glimmer_assistant muse_glimmer_text
     muse_spark_text neomme openai_privacy_filter qwen4_exp_text recurrent_gemma t5_gemma_module
     t5gemma2_decoder t5gemma2_text  zamba2
@@ -908,6 +912,10 @@ def _family_rules(c, family, model_type):
     if c.get("layer_types") is None and "_layer_types" in family:
         rule = family["_layer_types"]
         n = _count(c, "num_hidden_layers", maximum=MAX_LAYERS)
+        if rule[0] == "required":
+            raise ValueError(f"config['layer_types'] is required for model_type {model_type!r}: "
+                             "its class has no default and its model reads it per layer; give "
+                             "the file's layer_types")
         if rule[0] == "all":
             c["layer_types"] = [rule[1]] * n
         elif rule[0] == "every":  # (every, period, type when (i + offset) % period == 0, else,
