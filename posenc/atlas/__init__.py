@@ -159,6 +159,9 @@ class ModelDescription:
     #: axes interleave pair by pair (``mrope_interleaved``, Qwen3-VL) or take blocks
     mrope_section: tuple[int, ...] | None = None
     mrope_interleaved: bool | None = None
+    #: Layers with no attention at all (a recurrence or a convolution in a hybrid model):
+    #: no positions to encode; not counted in ``layers`` or ``nope_layers``
+    no_attention_layers: int = 0
 
     @property
     def global_rope(self) -> LayerRope:
@@ -231,6 +234,8 @@ class ModelDescription:
             parts.append(n + kind)
         if self.nope_layers:
             parts.append(f"{self.nope_layers} NoPE global")
+        if self.no_attention_layers:
+            parts.append(f"{self.no_attention_layers} without attention")
         return " + ".join(parts)
 
     def row(self) -> dict[str, Any]:
@@ -559,15 +564,19 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
         types_per_layer = None if n is None else ["all"] * n
     else:
         types_per_layer = types
-    nope = 0
+    nope = no_attention = 0
     counts: Counter[str] = Counter()
+    attention_free = set(config.get("_no_attention") or ())
     if types_per_layer is not None:
         for i, t in enumerate(types_per_layer):
-            if rope_flags is not None and not rope_flags[i]:
+            if t in attention_free:
+                no_attention += 1
+            elif rope_flags is not None and not rope_flags[i]:
                 nope += 1
             else:
                 counts[t] += 1
-    order = list(dict.fromkeys(types_per_layer)) if types_per_layer else (list(params) if nested else ["all"])
+    order = ([t for t in dict.fromkeys(types_per_layer) if t not in attention_free]
+             if types_per_layer else (list(params) if nested else ["all"]))
     window = _int(config, "sliding_window")
     if config.get("use_sliding_window") is False:  # Qwen configs carry an unused window
         window = None
@@ -588,8 +597,15 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
         use_global = global_head is not None and t == "full_attention"
         h, h_key = (global_head, "global_head_dim") if use_global else (head_dim, head_key)
         rope_type = p.get("rope_type", p.get("type", "default"))
-        if rotated_width is not None:
-            dim = rotated_width
+        if rotated_width is not None:  # MLA: the factor applies to the RoPE slice
+            dim = int(rotated_width * _real(p.get("partial_rotary_factor", 1.0),
+                                            "config['partial_rotary_factor']"))
+            if dim % 2:
+                raise ValueError(
+                    f"the rotated width int(qk_rope_head_dim * partial_rotary_factor) = {dim} "
+                    f"must be even (qk_rope_head_dim {rotated_width}): RoPE turns pairs of "
+                    "features; fix config['qk_rope_head_dim']"
+                )
         elif rope_type == "proportional":
             dim = h
         else:
@@ -633,7 +649,8 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
             rotary_slice="last" if rope_head is not None else "first" if dim < h else "all",
         ))
     if not layers:
-        raise ValueError("config has no layer that uses RoPE")
+        raise ValueError(f"config has no layer that uses RoPE ({nope} attention layers without "
+                         f"it, {no_attention} layers without attention)")
 
     g_params = params[layers[0].layer_type] if nested else params
     for layer in layers:
@@ -668,6 +685,9 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
         notes.append(f"MLA: {rope_head} of {head_dim} query/key features rotated")
     if any(layer.rope_type == "proportional" for layer in layers):
         notes.append("proportional: the unrotated pairs have frequency 0")
+    if no_attention:
+        notes.append(f"{no_attention} of {n} layers have no attention "
+                     f"({', '.join(sorted(attention_free & set(types_per_layer)))}): no positions")
     if mrope_section is not None:
         notes.append(f"M-RoPE: pairs split {list(mrope_section)} across time, height, width "
                      + ("(interleaved)" if mrope_interleaved else "(in blocks)"))
@@ -678,6 +698,7 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
         interleaved=interleave, scaling="none" if rule in ("default", "proportional") else rule,
         factor=None if rule in ("default",) or factor is None else float(factor),
         notes=tuple(notes), mrope_section=mrope_section, mrope_interleaved=mrope_interleaved,
+        no_attention_layers=no_attention,
     )
 
 
@@ -954,6 +975,8 @@ _NOTES_ZH = (
      r"MLA：查询和键的 \2 维里有 \1 维参与旋转"),
     (re.compile(r"proportional: the unrotated pairs have frequency 0"),
      "proportional：不旋转的维度对频率为 0"),
+    (re.compile(r"(\d+) of (\d+) layers have no attention \(([^)]*)\): no positions"),
+     r"\2 层里有 \1 层没有注意力（\3）：不编码位置"),
     (re.compile(r"M-RoPE: pairs split (\[[\d, ]*\]) across time, height, width \(interleaved\)"),
      r"M-RoPE：维度对按 \1 分给时间、高、宽三个轴（交错排列）"),
     (re.compile(r"M-RoPE: pairs split (\[[\d, ]*\]) across time, height, width \(in blocks\)"),
@@ -974,6 +997,8 @@ def _layers_zh(d: ModelDescription) -> str:
             parts.append(f"{n}{kind}（{size} {layer.window}）")
     if d.nope_layers:
         parts.append(f"{d.nope_layers} 个 NoPE 全局层")
+    if d.no_attention_layers:
+        parts.append(f"{d.no_attention_layers} 个无注意力层")
     return " + ".join(parts)
 
 

@@ -10,8 +10,18 @@ older files keep names transformers has since renamed (``rope_scaling``,
 classes do.  The defaults below are those classes' field defaults
 (``tests/atlas/test_zoo.py`` checks them against transformers itself).
 
-A file whose ``model_type`` is not listed here is refused (the reading rules of an
-unknown family cannot be guessed); a dict without ``model_type`` is read as written.
+Each family records the model file its rules were derived from (``_source``, under
+``transformers/``) and, where its class or its model file decides more than the defaults,
+the rule: how its ``__post_init__`` lays out ``layer_types`` (``_layer_types``), which
+layer types have no attention at all (``_no_attention``: a recurrence or a convolution),
+keys its ``attribute_map`` renames (``_renamed``), a neighbour-pair layout
+(``_interleaved``).  ``tests/atlas/test_families.py`` reads every family from its class
+defaults and from variants, and compares with transformers' own rotary module.
+
+The model types of transformers 5.23 with RoPE keys that posenc does not read are in
+:data:`REFUSED`, with the reason; any other unknown ``model_type`` is refused too (the
+reading rules of an unknown family cannot be guessed); a dict without ``model_type`` is
+read as written.
 """
 
 from __future__ import annotations
@@ -19,18 +29,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["FAMILIES", "TEXT_MODEL_TYPES", "standardize"]
+__all__ = ["FAMILIES", "REFUSED", "TEXT_MODEL_TYPES", "standardize"]
 
 #: The defaults transformers 5.23 gives the keys posenc reads, per text ``model_type``.
 #: ``rope_theta`` is the class's ``default_theta``; ``partial_rotary_factor`` the value
 #: its ``convert_rope_params_to_dict`` sets when the file has none.
 FAMILIES: dict[str, dict[str, Any]] = {
-    "llama": {"head_dim": None, "hidden_size": 4096, "num_attention_heads": 32,
+    "llama": {"_source": "models/llama/modeling_llama.py",
+              "head_dim": None, "hidden_size": 4096, "num_attention_heads": 32,
               "num_hidden_layers": 32, "max_position_embeddings": 2048, "rope_theta": 10000.0},
-    "mistral": {"head_dim": None, "hidden_size": 4096, "num_attention_heads": 32,
+    "mistral": {"_source": "models/mistral/modeling_mistral.py",
+                "head_dim": None, "hidden_size": 4096, "num_attention_heads": 32,
                 "num_hidden_layers": 32, "max_position_embeddings": 131072,
                 "sliding_window": 4096, "rope_theta": 10000.0},
-    "ministral3": {"head_dim": 128, "hidden_size": 4096, "num_attention_heads": 32,
+    "ministral3": {"_source": "models/ministral3/modeling_ministral3.py",
+                   "head_dim": 128, "hidden_size": 4096, "num_attention_heads": 32,
                    "num_hidden_layers": 34, "max_position_embeddings": 262144,
                    "sliding_window": None, "rope_theta": 10000.0,
                    "_default_rope": {"type": "yarn", "rope_theta": 1000000.0, "factor": 16.0,
@@ -38,94 +51,478 @@ FAMILIES: dict[str, dict[str, Any]] = {
                                      "beta_fast": 32.0, "beta_slow": 1.0,
                                      "mscale_all_dim": 1.0, "mscale": 1.0,
                                      "llama_4_scaling_beta": 0.1}},
-    "starcoder2": {"hidden_size": 3072, "num_attention_heads": 24, "num_hidden_layers": 30,
+    "starcoder2": {"_source": "models/starcoder2/modeling_starcoder2.py",
+                   "hidden_size": 3072, "num_attention_heads": 24, "num_hidden_layers": 30,
                    "max_position_embeddings": 4096, "sliding_window": None,
                    "rope_theta": 10000.0},
-    "mixtral": {"head_dim": None, "hidden_size": 4096, "num_attention_heads": 32,
+    "mixtral": {"_source": "models/mixtral/modeling_mixtral.py",
+                "head_dim": None, "hidden_size": 4096, "num_attention_heads": 32,
                 "num_hidden_layers": 32, "max_position_embeddings": 131072,
                 "sliding_window": None, "rope_theta": 1000000.0},
-    "qwen2": {"hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
+    "qwen2": {"_source": "models/qwen2/modeling_qwen2.py",
+              "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
               "max_position_embeddings": 32768, "sliding_window": 4096,
               "use_sliding_window": False, "max_window_layers": 28, "rope_theta": 10000.0},
-    "qwen2_moe": {"hidden_size": 2048, "num_attention_heads": 16, "num_hidden_layers": 24,
+    "qwen2_moe": {"_source": "models/qwen2_moe/modeling_qwen2_moe.py",
+                  "hidden_size": 2048, "num_attention_heads": 16, "num_hidden_layers": 24,
                   "max_position_embeddings": 32768, "sliding_window": 4096,
                   "use_sliding_window": False, "max_window_layers": 28, "rope_theta": 10000.0},
-    "qwen3": {"head_dim": 128, "hidden_size": 4096, "num_attention_heads": 32,
+    "qwen3": {"_source": "models/qwen3/modeling_qwen3.py",
+              "head_dim": 128, "hidden_size": 4096, "num_attention_heads": 32,
               "num_hidden_layers": 32, "max_position_embeddings": 32768, "sliding_window": 4096,
               "use_sliding_window": False, "max_window_layers": 28, "rope_theta": 10000.0},
-    "qwen3_moe": {"hidden_size": 2048, "num_attention_heads": 32, "num_hidden_layers": 24,
+    "qwen3_moe": {"_source": "models/qwen3_moe/modeling_qwen3_moe.py",
+                  "hidden_size": 2048, "num_attention_heads": 32, "num_hidden_layers": 24,
                   "max_position_embeddings": 32768, "sliding_window": 4096,
                   "use_sliding_window": False, "rope_theta": 10000.0},
-    "qwen2_vl_text": {"hidden_size": 8192, "num_attention_heads": 64, "num_hidden_layers": 80,
+    "qwen2_vl_text": {"_source": "models/qwen2_vl/modeling_qwen2_vl.py",
+                      "hidden_size": 8192, "num_attention_heads": 64, "num_hidden_layers": 80,
                       "max_position_embeddings": 32768, "sliding_window": 4096,
                       "use_sliding_window": False, "max_window_layers": 80,
                       "rope_theta": 1000000.0},
-    "qwen2_5_vl_text": {"hidden_size": 8192, "num_attention_heads": 64, "num_hidden_layers": 80,
+    "qwen2_5_vl_text": {"_source": "models/qwen2_5_vl/modeling_qwen2_5_vl.py",
+                        "hidden_size": 8192, "num_attention_heads": 64, "num_hidden_layers": 80,
                         "max_position_embeddings": 32768, "sliding_window": 4096,
                         "use_sliding_window": False, "max_window_layers": 80,
                         "rope_theta": 1000000.0},
-    "qwen3_vl_text": {"head_dim": 128, "hidden_size": 4096, "num_attention_heads": 32,
+    "qwen3_vl_text": {"_source": "models/qwen3_vl/modeling_qwen3_vl.py",
+                      "head_dim": 128, "hidden_size": 4096, "num_attention_heads": 32,
                       "num_hidden_layers": 32, "max_position_embeddings": 128000,
                       "rope_theta": 500000.0},
-    "gemma": {"head_dim": 256, "hidden_size": 3072, "num_attention_heads": 16,
+    "gemma": {"_source": "models/gemma/modeling_gemma.py",
+              "head_dim": 256, "hidden_size": 3072, "num_attention_heads": 16,
               "num_hidden_layers": 28, "max_position_embeddings": 8192, "rope_theta": 10000.0},
-    "gemma2": {"head_dim": 256, "hidden_size": 2304, "num_attention_heads": 8,
+    "gemma2": {"_source": "models/gemma2/modeling_gemma2.py",
+               "head_dim": 256, "hidden_size": 2304, "num_attention_heads": 8,
                "num_hidden_layers": 26, "max_position_embeddings": 8192, "sliding_window": 4096,
                "rope_theta": 10000.0},
-    "gemma3_text": {"head_dim": 256, "hidden_size": 2304, "num_attention_heads": 8,
+    "gemma3_text": {"_source": "models/gemma3/modeling_gemma3.py",
+                    "head_dim": 256, "hidden_size": 2304, "num_attention_heads": 8,
                     "num_hidden_layers": 26, "max_position_embeddings": 131072,
                     "sliding_window": 4096, "rope_theta": 1000000.0,
                     "rope_local_base_freq": 10000.0, "sliding_window_pattern": 6},
-    "phi3": {"hidden_size": 3072, "num_attention_heads": 32, "num_hidden_layers": 32,
+    "phi3": {"_source": "models/phi3/modeling_phi3.py",
+             "hidden_size": 3072, "num_attention_heads": 32, "num_hidden_layers": 32,
              "max_position_embeddings": 4096, "sliding_window": None,
              "original_max_position_embeddings": 4096, "rope_theta": 10000.0,
              "partial_rotary_factor": 1.0},
-    "deepseek_v2": {"hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
+    "deepseek_v2": {"_source": "models/deepseek_v2/modeling_deepseek_v2.py",
+                    "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
                     "max_position_embeddings": 2048, "qk_rope_head_dim": 64,
                     "qk_nope_head_dim": 128, "rope_theta": 10000.0},
-    "deepseek_v3": {"hidden_size": 7168, "num_attention_heads": 128, "num_hidden_layers": 61,
+    "deepseek_v3": {"_source": "models/deepseek_v3/modeling_deepseek_v3.py",
+                    "hidden_size": 7168, "num_attention_heads": 128, "num_hidden_layers": 61,
                     "max_position_embeddings": 4096, "qk_rope_head_dim": 64,
                     "qk_nope_head_dim": 128, "rope_interleave": True, "rope_theta": 10000.0},
-    "gpt_oss": {"head_dim": 64, "hidden_size": 2880, "num_attention_heads": 64,
+    "gpt_oss": {"_source": "models/gpt_oss/modeling_gpt_oss.py",
+                "head_dim": 64, "hidden_size": 2880, "num_attention_heads": 64,
                 "num_hidden_layers": 36, "max_position_embeddings": 131072,
                 "sliding_window": 128, "rope_theta": 150000.0,
                 "_default_rope": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
                                   "beta_slow": 1.0, "truncate": False,
                                   "original_max_position_embeddings": 4096}},
-    "smollm3": {"hidden_size": 2048, "num_attention_heads": 16, "num_hidden_layers": 36,
+    "smollm3": {"_source": "models/smollm3/modeling_smollm3.py",
+                "hidden_size": 2048, "num_attention_heads": 16, "num_hidden_layers": 36,
                 "max_position_embeddings": 32768, "sliding_window": None,
                 "use_sliding_window": False, "no_rope_layer_interval": 4,
                 "rope_theta": 2000000.0},
-    "olmo2": {"hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
+    "olmo2": {"_source": "models/olmo2/modeling_olmo2.py",
+              "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
               "max_position_embeddings": 2048, "rope_theta": 10000.0},
-    "olmo3": {"hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
+    "olmo3": {"_source": "models/olmo3/modeling_olmo3.py",
+              "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
               "max_position_embeddings": 2048, "sliding_window": 4096, "rope_theta": 500000.0},
-    "cohere": {"hidden_size": 8192, "num_attention_heads": 64, "num_hidden_layers": 40,
+    "cohere": {"_source": "models/cohere/modeling_cohere.py",
+               "hidden_size": 8192, "num_attention_heads": 64, "num_hidden_layers": 40,
                "max_position_embeddings": 8192, "rope_theta": 500000.0},
-    "cohere2": {"hidden_size": 8192, "num_attention_heads": 64, "num_hidden_layers": 40,
+    "cohere2": {"_source": "models/cohere2/modeling_cohere2.py",
+                "hidden_size": 8192, "num_attention_heads": 64, "num_hidden_layers": 40,
                 "max_position_embeddings": 8192, "sliding_window": 4096,
                 "sliding_window_pattern": 4, "rope_theta": 10000.0},
-    "glm": {"head_dim": 128, "hidden_size": 4096, "num_attention_heads": 32,
+    "glm": {"_source": "models/glm/modeling_glm.py",
+            "head_dim": 128, "hidden_size": 4096, "num_attention_heads": 32,
             "num_hidden_layers": 40, "max_position_embeddings": 131072, "rope_theta": 10000.0,
             "partial_rotary_factor": 0.5},
-    "glm4": {"head_dim": 128, "hidden_size": 4096, "num_attention_heads": 32,
+    "glm4": {"_source": "models/glm4/modeling_glm4.py",
+             "head_dim": 128, "hidden_size": 4096, "num_attention_heads": 32,
              "num_hidden_layers": 40, "max_position_embeddings": 131072, "rope_theta": 10000.0,
              "partial_rotary_factor": 0.5},
-    "stablelm": {"hidden_size": 2560, "num_attention_heads": 32, "num_hidden_layers": 32,
+    "stablelm": {"_source": "models/stablelm/modeling_stablelm.py",
+                 "hidden_size": 2560, "num_attention_heads": 32, "num_hidden_layers": 32,
                  "max_position_embeddings": 4096, "rope_theta": 10000.0,
                  "partial_rotary_factor": 0.25},
-    "gpt_neox": {"hidden_size": 6144, "num_attention_heads": 64, "num_hidden_layers": 44,
+    "gpt_neox": {"_source": "models/gpt_neox/modeling_gpt_neox.py",
+                 "hidden_size": 6144, "num_attention_heads": 64, "num_hidden_layers": 44,
                  "max_position_embeddings": 2048, "rope_theta": 10000.0,
                  "partial_rotary_factor": 0.25},
-    "phi": {"hidden_size": 2048, "num_attention_heads": 32, "num_hidden_layers": 24,
+    "phi": {"_source": "models/phi/modeling_phi.py",
+            "hidden_size": 2048, "num_attention_heads": 32, "num_hidden_layers": 24,
             "max_position_embeddings": 2048, "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
-    "falcon": {"hidden_size": 4544, "num_attention_heads": 71, "num_hidden_layers": 32,
+    "falcon": {"_source": "models/falcon/modeling_falcon.py",
+               "hidden_size": 4544, "num_attention_heads": 71, "num_hidden_layers": 32,
                "max_position_embeddings": 2048, "rope_theta": 10000.0, "alibi": False},
-    "llama4_text": {"head_dim": 128, "hidden_size": 5120, "num_attention_heads": 40,
+    "llama4_text": {"_source": "models/llama4/modeling_llama4.py",
+                    "head_dim": 128, "hidden_size": 5120, "num_attention_heads": 40,
                     "num_hidden_layers": 48, "max_position_embeddings": 131072,
                     "attention_chunk_size": 8192, "no_rope_layer_interval": 4,
                     "rope_theta": 500000.0},
+    # 2024-26 families: class defaults of transformers 5.23 (tests/atlas/test_families.py
+    # checks each reading against transformers' rotary module)
+    "lfm2_moe": {"_source": "models/lfm2_moe/modeling_lfm2_moe.py", "_layer_types": ("required",),
+                 "_no_attention": ("conv",), "hidden_size": 2048, "num_attention_heads": 32,
+                 "num_hidden_layers": 32, "max_position_embeddings": 128000,
+                 "rope_theta": 1000000.0},
+    "youtu": {"_source": "models/youtu/modeling_youtu.py", "hidden_size": 2048,
+              "num_attention_heads": 16, "num_hidden_layers": 32, "max_position_embeddings": 131072,
+              "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "rope_interleave": True,
+              "rope_theta": 10000.0},
+    "axk1": {"_source": "models/axk1/modeling_axk1.py", "hidden_size": 7168,
+             "num_attention_heads": 64, "num_hidden_layers": 61, "max_position_embeddings": 32768,
+             "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "rope_interleave": True,
+             "rope_theta": 10000.0},
+    "afmoe": {"_source": "models/afmoe/modeling_afmoe.py",
+              "_layer_types": ("every", 4, "full_attention", "sliding_attention",
+                               "global_attn_every_n_layers"),
+              "_rotating_types": ("sliding_attention",),  # AfmoeAttention: is_local_attention
+              "head_dim": 128, "hidden_size": 2048, "num_attention_heads": 16,
+              "num_hidden_layers": 32, "max_position_embeddings": 16384, "sliding_window": 1024,
+              "rope_theta": 10000.0},
+    "flint": {"_source": "models/flint/modeling_flint.py", "_layer_types": ("flint",),
+              "_rotating_types": ("sliding_attention",),  # FlintAttention: a window, so a slide
+              "head_dim": 128, "hidden_size": 2048, "num_attention_heads": 32,
+              "num_hidden_layers": 49, "max_position_embeddings": 262144, "sliding_window": 513,
+              "rope_theta": 10000.0},
+    "lfm3": {"_source": "models/lfm3/modeling_lfm3.py",
+             "_layer_types": ("lfm3",), "_no_attention": ("conv",),
+             "_default_rope": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                               "full_attention": {"rope_type": "proportional",
+                                                  "rope_theta": 1000000.0,
+                                                  "partial_rotary_factor": 0.5}},
+             "head_dim": 128, "hidden_size": 2048, "num_attention_heads": 16,
+             "num_hidden_layers": 24, "max_position_embeddings": 128000, "sliding_window": 256,
+             "rope_theta": 1000000.0},
+    "mimo_v2_flash": {"_source": "models/mimo_v2_flash/modeling_mimo_v2_flash.py",
+                      "_layer_types": ("every", 6, "full_attention", "sliding_attention", None),
+                      "_default_rope": {
+                          "full_attention": {"rope_type": "default", "rope_theta": 5000000.0,
+                                             "partial_rotary_factor": 0.334},
+                          "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0,
+                                                "partial_rotary_factor": 0.334}},
+                      "head_dim": 192, "hidden_size": 4096, "num_attention_heads": 64,
+                      "num_hidden_layers": 48, "max_position_embeddings": 131072,
+                      "sliding_window": 129, "rope_theta": 10000.0},
+    "glm4_moe_lite": {"_source": "models/glm4_moe_lite/modeling_glm4_moe_lite.py",
+                      "hidden_size": 2048, "num_attention_heads": 20, "num_hidden_layers": 47,
+                      "max_position_embeddings": 202752, "qk_rope_head_dim": 64,
+                      "qk_nope_head_dim": 192, "rope_interleave": True, "rope_theta": 10000.0},
+    "glm_moe_dsa": {"_source": "models/glm_moe_dsa/modeling_glm_moe_dsa.py", "_interleaved": True,
+                    "_layer_types": ("all", "indexed_attention"),
+                    "hidden_size": 6144, "num_attention_heads": 64, "num_hidden_layers": 78,
+                    "max_position_embeddings": 202752, "qk_rope_head_dim": 64,
+                    "qk_nope_head_dim": 192, "rope_theta": 10000.0},
+    # LongcatFlashConfig: num_hidden_layers is 2 * num_layers (two attentions per layer)
+    "longcat_flash": {"_source": "models/longcat_flash/modeling_longcat_flash.py",
+                      "_interleaved": True, "_renamed": {"num_layers": "_num_layers"},
+                      "hidden_size": 6144, "num_attention_heads": 64,
+                      "max_position_embeddings": 131072, "qk_rope_head_dim": 64,
+                      "qk_nope_head_dim": 128, "rope_theta": 10000000.0},
+    "apertus": {"_source": "models/apertus/modeling_apertus.py",
+                "_default_rope": {"rope_type": "llama3", "rope_theta": 12000000.0, "factor": 8.0,
+                                  "original_max_position_embeddings": 8192, "low_freq_factor": 1.0,
+                                  "high_freq_factor": 4.0},
+                "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
+                "max_position_embeddings": 65536, "rope_theta": 12000000.0},
+    "arcee": {"_source": "models/arcee/modeling_arcee.py", "head_dim": None, "hidden_size": 2560,
+              "num_attention_heads": 32, "num_hidden_layers": 32, "max_position_embeddings": 4096,
+              "rope_theta": 10000.0},
+    "aria_text": {"_source": "models/aria/modeling_aria.py", "head_dim": None, "hidden_size": 4096,
+                  "num_attention_heads": 32, "num_hidden_layers": 32,
+                  "max_position_embeddings": 2048, "rope_theta": 10000.0},
+    "bitnet": {"_source": "models/bitnet/modeling_bitnet.py", "hidden_size": 2560,
+               "num_attention_heads": 20, "num_hidden_layers": 30, "max_position_embeddings": 2048,
+               "rope_theta": 500000.0},
+    "chameleon": {"_source": "models/chameleon/modeling_chameleon.py", "hidden_size": 4096,
+                  "num_attention_heads": 32, "num_hidden_layers": 32,
+                  "max_position_embeddings": 4096, "rope_theta": 10000.0},
+    "cosmos3_edge_text": {"_source": "models/cosmos3_edge/modeling_cosmos3_edge.py",
+                          "_default_rope": {"rope_type": "default", "mrope_section": [24, 20, 20]},
+                          "head_dim": 128, "hidden_size": 2048, "num_attention_heads": 16,
+                          "num_hidden_layers": 28, "max_position_embeddings": 131072,
+                          "rope_theta": 100000000.0},
+    "cwm": {"_source": "models/cwm/modeling_cwm.py",
+            "_layer_types": ("every", 4, "full_attention", "sliding_attention", None, 0),
+            "_default_rope": {"rope_type": "llama3", "rope_theta": 1000000.0, "factor": 16.0,
+                              "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                              "original_max_position_embeddings": 8192},
+            "head_dim": 128, "hidden_size": 6144, "num_attention_heads": 48,
+            "num_hidden_layers": 64, "max_position_embeddings": 131072, "sliding_window": 8192,
+            "rope_theta": 1000000.0},
+    "deepseek_ocr2_text": {"_source": "models/deepseek_ocr2/modeling_deepseek_ocr2.py",
+                           "head_dim": None, "hidden_size": 4096, "num_attention_heads": 32,
+                           "num_hidden_layers": 32, "max_position_embeddings": 2048,
+                           "rope_theta": 10000.0},
+    "deepseek_v32": {"_source": "models/deepseek_v32/modeling_deepseek_v32.py",
+                     "_layer_types": ("all", "indexed_attention"), "head_dim": 64,
+                     "hidden_size": 7168, "num_attention_heads": 128, "num_hidden_layers": 61,
+                     "max_position_embeddings": 163840, "qk_rope_head_dim": 64,
+                     "qk_nope_head_dim": 128, "rope_theta": 10000.0},
+    "diffllama": {"_source": "models/diffllama/modeling_diffllama.py", "head_dim": None,
+                  "hidden_size": 2048, "num_attention_heads": 32, "num_hidden_layers": 16,
+                  "max_position_embeddings": 2048, "rope_theta": 10000.0},
+    "doge": {"_source": "models/doge/modeling_doge.py", "hidden_size": 1024,
+             "num_attention_heads": 8, "num_hidden_layers": 32, "max_position_embeddings": 2048,
+             "sliding_window": None, "rope_theta": 10000.0},
+    "dots1": {"_source": "models/dots1/modeling_dots1.py", "_layer_types": ("window_from",),
+              "hidden_size": 4608, "num_attention_heads": 32, "num_hidden_layers": 62,
+              "max_position_embeddings": 2048, "sliding_window": 4096, "max_window_layers": 62,
+              "rope_theta": 10000.0},
+    "emu3_text_model": {"_source": "models/emu3/modeling_emu3.py", "hidden_size": 4096,
+                        "num_attention_heads": 32, "num_hidden_layers": 32,
+                        "max_position_embeddings": 9216, "rope_theta": 1000000.0},
+    "ernie4_5": {"_source": "models/ernie4_5/modeling_ernie4_5.py", "_interleaved": True,
+                 "head_dim": 128, "hidden_size": 1024, "num_attention_heads": 16,
+                 "num_hidden_layers": 18, "max_position_embeddings": 131072,
+                 "rope_theta": 500000.0},
+    "ernie4_5_moe": {"_source": "models/ernie4_5_moe/modeling_ernie4_5_moe.py",
+                     "_interleaved": True, "hidden_size": 2560, "num_attention_heads": 20,
+                     "num_hidden_layers": 28, "max_position_embeddings": 131072,
+                     "rope_theta": 500000.0},
+    "falcon_h1": {"_source": "models/falcon_h1/modeling_falcon_h1.py",
+                  "_layer_types": ("all", "hybrid"), "hidden_size": 4096,
+                  "num_attention_heads": 32, "num_hidden_layers": 32,
+                  "max_position_embeddings": 8192, "rope_theta": 10000.0},
+    "flex_olmo": {"_source": "models/flex_olmo/modeling_flex_olmo.py", "hidden_size": 4096,
+                  "num_attention_heads": 32, "num_hidden_layers": 32,
+                  "max_position_embeddings": 4096, "rope_theta": 500000.0},
+    "glm4_moe": {"_source": "models/glm4_moe/modeling_glm4_moe.py", "hidden_size": 4096,
+                 "num_attention_heads": 96, "num_hidden_layers": 46,
+                 "max_position_embeddings": 131072, "rope_theta": 10000.0,
+                 "partial_rotary_factor": 0.5},
+    "glm4v_moe_text": {"_source": "models/glm4v_moe/modeling_glm4v_moe.py",
+                       "partial_rotary_factor": 0.5, "hidden_size": 4096,
+                       "num_attention_heads": 96, "num_hidden_layers": 46,
+                       "max_position_embeddings": 65536, "rope_theta": 10000.0},
+    "glm4v_text": {"_source": "models/glm4v/modeling_glm4v.py", "_interleaved": True,
+                   "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 40,
+                   "max_position_embeddings": 32768, "rope_theta": 10000.0},
+    "glm_image_text": {"_source": "models/glm_image/modeling_glm_image.py", "hidden_size": 4096,
+                       "num_attention_heads": 32, "num_hidden_layers": 40,
+                       "max_position_embeddings": 131072, "rope_theta": 10000.0},
+    "glm_ocr_text": {"_source": "models/glm_ocr/modeling_glm_ocr.py", "_interleaved": True,
+                     "hidden_size": 1024, "num_attention_heads": 16, "num_hidden_layers": 16,
+                     "max_position_embeddings": 131072, "rope_theta": 10000.0},
+    "gpt_neox_japanese": {"_source": "models/gpt_neox_japanese/modeling_gpt_neox_japanese.py",
+                          "hidden_size": 2560, "num_attention_heads": 32, "num_hidden_layers": 32,
+                          "max_position_embeddings": 2048, "rope_theta": 10000.0},
+    "granite": {"_source": "models/granite/modeling_granite.py", "hidden_size": 4096,
+                "num_attention_heads": 32, "num_hidden_layers": 32,
+                "max_position_embeddings": 2048, "rope_theta": 10000.0},
+    "granite4_vision_text": {"_source": "models/granite4_vision/modeling_granite4_vision.py",
+                             "hidden_size": 4096, "num_attention_heads": 32,
+                             "num_hidden_layers": 32, "max_position_embeddings": 2048,
+                             "rope_theta": 10000.0},
+    "granite_docling_text": {"_source": "models/granite_docling/modeling_granite_docling.py",
+                             "hidden_size": 1024, "num_attention_heads": 16,
+                             "num_hidden_layers": 28, "max_position_embeddings": 32768,
+                             "rope_theta": 10000.0},
+    "granitemoe": {"_source": "models/granitemoe/modeling_granitemoe.py", "hidden_size": 4096,
+                   "num_attention_heads": 32, "num_hidden_layers": 32,
+                   "max_position_embeddings": 2048, "rope_theta": 10000.0},
+    "granitemoeshared": {"_source": "models/granitemoeshared/modeling_granitemoeshared.py",
+                         "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
+                         "max_position_embeddings": 2048, "rope_theta": 10000.0},
+    "helium": {"_source": "models/helium/modeling_helium.py", "_interleaved": True,
+               "head_dim": 128, "hidden_size": 2560, "num_attention_heads": 20,
+               "num_hidden_layers": 24, "max_position_embeddings": 4096, "rope_theta": 100000.0},
+    "hunyuan_v1_dense": {"_source": "models/hunyuan_v1_dense/modeling_hunyuan_v1_dense.py",
+                         "head_dim": None, "hidden_size": 4096, "num_attention_heads": 32,
+                         "num_hidden_layers": 32, "max_position_embeddings": 2048,
+                         "rope_theta": 10000.0},
+    "hunyuan_v1_moe": {"_source": "models/hunyuan_v1_moe/modeling_hunyuan_v1_moe.py",
+                       "head_dim": None, "hidden_size": 4096, "num_attention_heads": 32,
+                       "num_hidden_layers": 32, "max_position_embeddings": 2048,
+                       "rope_theta": 10000.0},
+    "hunyuan_vl_text": {"_source": "models/hunyuan_vl/modeling_hunyuan_vl.py", "head_dim": None,
+                        "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
+                        "max_position_embeddings": 2048, "rope_theta": 10000.0},
+    "hy_v3": {"_source": "models/hy_v3/modeling_hy_v3.py", "head_dim": 128, "hidden_size": 4096,
+              "num_attention_heads": 64, "num_hidden_layers": 80,
+              "max_position_embeddings": 131072, "rope_theta": 11158840.0},
+    "hyperclovax": {"_source": "models/hyperclovax/modeling_hyperclovax.py", "head_dim": None,
+                    "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
+                    "max_position_embeddings": 2048, "rope_theta": 10000.0},
+    "jais2": {"_source": "models/jais2/modeling_jais2.py", "head_dim": None, "hidden_size": 3328,
+              "num_attention_heads": 26, "num_hidden_layers": 32, "max_position_embeddings": 8192,
+              "rope_theta": 10000.0},
+    "jetmoe": {"_source": "models/jetmoe/modeling_jetmoe.py",
+               "_renamed": {"kv_channels": "head_dim"}, "head_dim": 128, "hidden_size": 2048,
+               "num_hidden_layers": 12, "max_position_embeddings": 4096, "rope_theta": 10000.0},
+    "minicpm3": {"_source": "models/minicpm3/modeling_minicpm3.py", "head_dim": None,
+                 "hidden_size": 2560, "num_attention_heads": 40, "num_hidden_layers": 62,
+                 "max_position_embeddings": 32768, "qk_rope_head_dim": 32, "qk_nope_head_dim": 64,
+                 "rope_theta": 10000.0},
+    "minimax_m2": {"_source": "models/minimax_m2/modeling_minimax_m2.py", "head_dim": 128,
+                   "hidden_size": 3072, "num_attention_heads": 48, "num_hidden_layers": 62,
+                   "max_position_embeddings": 196608, "rope_theta": 5000000.0},
+    "minimax_m3_vl_text": {"_source": "models/minimax_m3_vl/modeling_minimax_m3_vl.py",
+                           "_layer_types": ("all", "full_attention"), "head_dim": 128,
+                           "hidden_size": 6144, "num_attention_heads": 64, "num_hidden_layers": 60,
+                           "max_position_embeddings": 524288, "rotary_dim": 64,
+                           "rope_theta": 5000000.0},
+    "ministral": {"_source": "models/ministral/modeling_ministral.py",
+                  "_layer_types": ("all_window", "sliding_attention"), "head_dim": None,
+                  "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
+                  "max_position_embeddings": 131072, "sliding_window": 4096,
+                  "rope_theta": 10000.0},
+    "mllama_text_model": {"_source": "models/mllama/modeling_mllama.py", "hidden_size": 4096,
+                          "num_attention_heads": 32, "num_hidden_layers": 40,
+                          "max_position_embeddings": 131072, "rope_theta": 500000.0},
+    "molmo2_text": {"_source": "models/molmo2/modeling_molmo2.py", "head_dim": 128,
+                    "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 36,
+                    "max_position_embeddings": 36864, "rope_theta": 10000.0},
+    "nanochat": {"_source": "models/nanochat/modeling_nanochat.py", "hidden_size": 768,
+                 "num_attention_heads": 6, "num_hidden_layers": 12,
+                 "max_position_embeddings": 2048, "rope_theta": 10000.0},
+    "nemotron": {"_source": "models/nemotron/modeling_nemotron.py", "partial_rotary_factor": 0.5,
+                 "head_dim": None, "hidden_size": 6144, "num_attention_heads": 48,
+                 "num_hidden_layers": 32, "max_position_embeddings": 4096, "rope_theta": 10000.0},
+    "olmo": {"_source": "models/olmo/modeling_olmo.py", "hidden_size": 4096,
+             "num_attention_heads": 32, "num_hidden_layers": 32, "max_position_embeddings": 2048,
+             "rope_theta": 10000.0},
+    "olmoe": {"_source": "models/olmoe/modeling_olmoe.py", "hidden_size": 2048,
+              "num_attention_heads": 16, "num_hidden_layers": 16, "max_position_embeddings": 4096,
+              "rope_theta": 10000.0},
+    "paddleocr_vl_text": {"_source": "models/paddleocr_vl/modeling_paddleocr_vl.py",
+                          "head_dim": 128, "hidden_size": 1024, "num_attention_heads": 16,
+                          "num_hidden_layers": 18, "max_position_embeddings": 131072,
+                          "rope_theta": 500000.0},
+    "persimmon": {"_source": "models/persimmon/modeling_persimmon.py",
+                  "partial_rotary_factor": 0.5, "hidden_size": 4096, "num_attention_heads": 64,
+                  "num_hidden_layers": 36, "max_position_embeddings": 16384,
+                  "rope_theta": 10000.0},
+    "phi4_multimodal": {"_source": "models/phi4_multimodal/modeling_phi4_multimodal.py",
+                        "hidden_size": 3072, "num_attention_heads": 32, "num_hidden_layers": 32,
+                        "max_position_embeddings": 131072, "sliding_window": None,
+                        "rope_theta": 10000.0},
+    "phimoe": {"_source": "models/phimoe/modeling_phimoe.py", "hidden_size": 4096,
+               "num_attention_heads": 32, "num_hidden_layers": 32,
+               "max_position_embeddings": 131072, "sliding_window": None, "rope_theta": 1000000.0},
+    "qwen2_5_omni_text": {"_source": "models/qwen2_5_omni/modeling_qwen2_5_omni.py",
+                          "_layer_types": ("window_from",), "hidden_size": 3584,
+                          "num_attention_heads": 28, "num_hidden_layers": 28,
+                          "max_position_embeddings": 32768, "sliding_window": 32768,
+                          "use_sliding_window": False, "max_window_layers": 28,
+                          "rope_theta": 1000000.0},
+    "qwen3_omni_moe_text": {"_source": "models/qwen3_omni_moe/modeling_qwen3_omni_moe.py",
+                            "hidden_size": 2048, "num_attention_heads": 28,
+                            "num_hidden_layers": 28, "max_position_embeddings": 32768,
+                            "sliding_window": None, "rope_theta": 1000000.0},
+    "qwen3_vl_moe_text": {"_source": "models/qwen3_vl_moe/modeling_qwen3_vl_moe.py",
+                          "head_dim": None, "hidden_size": 2048, "num_attention_heads": 16,
+                          "num_hidden_layers": 24, "max_position_embeddings": 128000,
+                          "rope_theta": 500000.0},
+    "seed_oss": {"_source": "models/seed_oss/modeling_seed_oss.py", "head_dim": 128,
+                 "hidden_size": 4096, "num_attention_heads": 80, "num_hidden_layers": 64,
+                 "max_position_embeddings": 524288, "rope_theta": 10000.0},
+    "solar_open": {"_source": "models/solar_open/modeling_solar_open.py", "head_dim": 128,
+                   "hidden_size": 4096, "num_attention_heads": 64, "num_hidden_layers": 48,
+                   "max_position_embeddings": 131072, "rope_theta": 1000000.0},
+    "vaultgemma": {"_source": "models/vaultgemma/modeling_vaultgemma.py",
+                   "_layer_types": ("every", 2, "full_attention", "sliding_attention", None),
+                   "head_dim": 256, "hidden_size": 2304, "num_attention_heads": 8,
+                   "num_hidden_layers": 26, "max_position_embeddings": 8192,
+                   "sliding_window": 4096, "rope_theta": 10000.0},
+    "voxtral_realtime_text": {"_source": "models/voxtral_realtime/modeling_voxtral_realtime.py",
+                              "head_dim": None, "hidden_size": 4096, "num_attention_heads": 32,
+                              "num_hidden_layers": 32, "max_position_embeddings": 131072,
+                              "sliding_window": 4096, "rope_theta": 10000.0},
+    "bamba": {"_source": "models/bamba/modeling_bamba.py", "_partial_forced": 0.5,
+              "_layer_types": ("indices", "full_attention", "linear_attention",
+                               "attn_layer_indices", False),
+              "_no_attention": ("linear_attention",), "hidden_size": 4096,
+              "num_attention_heads": 32, "num_hidden_layers": 32,
+              "max_position_embeddings": 262144, "rope_theta": 10000.0},
+    "exaone4": {"_source": "models/exaone4/modeling_exaone4.py", "_layer_types": ("exaone4",),
+                "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
+                "max_position_embeddings": 2048, "sliding_window": 4096,
+                "sliding_window_pattern": 4, "rope_theta": 10000.0},
+    "exaone_moe": {"_source": "models/exaone_moe/modeling_exaone_moe.py",
+                   "_layer_types": ("exaone4",), "hidden_size": 4096, "num_attention_heads": 32,
+                   "num_hidden_layers": 32, "max_position_embeddings": 2048,
+                   "sliding_window": 4096, "sliding_window_pattern": 4, "rope_theta": 10000.0},
+    "kolibri1": {"_source": "models/kolibri1/modeling_kolibri1.py",
+                 "_layer_types": ("every", 5, "full_attention", "sliding_attention", None),
+                 "head_dim": 128, "hidden_size": 2560, "num_attention_heads": 48,
+                 "num_hidden_layers": 50, "max_position_embeddings": 262144, "sliding_window": 513,
+                 "rope_theta": 10000.0},
+    "olmo_hybrid": {"_source": "models/olmo_hybrid/modeling_olmo_hybrid.py",
+                    "_layer_types": ("every", 4, "full_attention", "linear_attention", None),
+                    "_no_attention": ("linear_attention",), "hidden_size": 3840,
+                    "num_attention_heads": 30, "num_hidden_layers": 32,
+                    "max_position_embeddings": 65536, "rope_theta": 10000.0},
+    "granitemoehybrid": {"_source": "models/granitemoehybrid/modeling_granitemoehybrid.py",
+                         "_layer_types": ("all", "linear_attention"),
+                         "_no_attention": ("linear_attention",), "hidden_size": 4096,
+                         "num_attention_heads": 32, "num_hidden_layers": 32,
+                         "max_position_embeddings": 2048, "position_embedding_type": None,
+                         "rope_theta": 10000.0},
+    "qwen3_next": {"_source": "models/qwen3_next/modeling_qwen3_next.py",
+                   "_layer_types": ("every", 4, "full_attention", "linear_attention",
+                                    "full_attention_interval"),
+                   "_no_attention": ("linear_attention",), "head_dim": 256, "hidden_size": 2048,
+                   "num_attention_heads": 16, "num_hidden_layers": 48,
+                   "max_position_embeddings": 32768, "rope_theta": 10000.0,
+                   "partial_rotary_factor": 0.25},
+    "qwen3_5_text": {"_source": "models/qwen3_5/modeling_qwen3_5.py",
+                     "_layer_types": ("every", 4, "full_attention", "linear_attention",
+                                      "full_attention_interval"),
+                     "_no_attention": ("linear_attention",), "head_dim": 256, "hidden_size": 4096,
+                     "num_attention_heads": 16, "num_hidden_layers": 32,
+                     "max_position_embeddings": 32768, "rope_theta": 10000.0,
+                     "partial_rotary_factor": 0.25},
+    "qwen3_5_moe_text": {"_source": "models/qwen3_5_moe/modeling_qwen3_5_moe.py",
+                         "_layer_types": ("every", 4, "full_attention", "linear_attention",
+                                          "full_attention_interval"),
+                         "_no_attention": ("linear_attention",), "head_dim": 256,
+                         "hidden_size": 2048, "num_attention_heads": 16, "num_hidden_layers": 40,
+                         "max_position_embeddings": 32768, "rope_theta": 10000.0,
+                         "partial_rotary_factor": 0.25},
+    "minimax": {"_source": "models/minimax/modeling_minimax.py",
+                "_layer_types": ("every", 2, "linear_attention", "full_attention", None),
+                "_no_attention": ("linear_attention",), "head_dim": None, "hidden_size": 4096,
+                "num_attention_heads": 32, "num_hidden_layers": 32,
+                "max_position_embeddings": 131072, "sliding_window": None,
+                "rope_theta": 1000000.0},
+    "lfm2": {"_source": "models/lfm2/modeling_lfm2.py",
+             "_layer_types": ("indices", "full_attention", "conv", "full_attn_idxs", True),
+             "_no_attention": ("conv",), "hidden_size": 2560, "num_attention_heads": 32,
+             "num_hidden_layers": 32, "max_position_embeddings": 128000, "rope_theta": 1000000.0},
+    "gptj": {"_source": "models/gptj/modeling_gptj.py",
+             "_renamed": {"n_embd": "hidden_size", "n_head": "num_attention_heads",
+                          "n_layer": "num_hidden_layers",
+                          "n_positions": "max_position_embeddings"},
+             "_interleaved": True, "rotary_dim": 64, "rope_theta": 10000.0, "hidden_size": 4096,
+             "num_attention_heads": 16, "num_hidden_layers": 28, "max_position_embeddings": 2048},
+    "codegen": {"_source": "models/codegen/modeling_codegen.py",
+                "_renamed": {"n_embd": "hidden_size", "n_head": "num_attention_heads",
+                             "n_layer": "num_hidden_layers",
+                             "n_positions": "max_position_embeddings"},
+                "_interleaved": True, "rotary_dim": 64, "rope_theta": 10000.0, "hidden_size": 4096,
+                "num_attention_heads": 16, "num_hidden_layers": 28,
+                "max_position_embeddings": 2048},
 }
+
+#: Families whose rotary class's ``compute_default_rope_parameters`` reads
+#: ``partial_rotary_factor`` (GPT-J and CodeGen: ``rotary_dim``); the others rotate the
+#: whole head under the default rule whatever the factor says
+#: (tests/atlas/test_families.py checks this against their code).
+PARTIAL_DEFAULT = frozenset("""
+    codegen gptj bamba glm glm4 glm4_moe glm4_moe_lite mimo_v2_flash glm4v_moe_text glm4v_text
+    glm_image_text glm_ocr_text
+    gpt_neox
+    gpt_neox_japanese minimax_m2 minimax_m3_vl_text nemotron persimmon phi phi3
+    phi4_multimodal qwen3_5_moe_text qwen3_5_text qwen3_next solar_open stablelm
+""".split())
 
 #: A multimodal ``model_type`` -> the ``model_type`` of its text part.
 TEXT_MODEL_TYPES = {
@@ -136,6 +533,20 @@ TEXT_MODEL_TYPES = {
     "llama4": "llama4_text",
 }
 
+#: Multimodal classes whose ``__post_init__`` fills a ``text_config`` dict with their own
+#: defaults (``sub_configs_defaults["text_config"].init_kwargs``) before the text class's:
+#: the position keys among them.
+TEXT_CONFIG_DEFAULTS = {
+    "glmasr": {"hidden_size": 2048, "num_hidden_layers": 28, "num_attention_heads": 16,
+               "max_position_embeddings": 8192,
+               "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}},
+    "voxtral": {"hidden_size": 3072, "num_hidden_layers": 30, "max_position_embeddings": 131072,
+                "rope_theta": 100000000.0, "head_dim": 128},
+    "voxtral_realtime": {"hidden_size": 3072, "num_hidden_layers": 26, "num_attention_heads": 32,
+                         "max_position_embeddings": 131072, "rope_theta": 1000000.0,
+                         "head_dim": 128, "sliding_window": 8192},
+}
+
 #: Families without RoPE: what they use instead.
 NOT_ROPE_FAMILIES = {
     "bloom": "ALiBi (linear biases, no rotation)",
@@ -143,6 +554,60 @@ NOT_ROPE_FAMILIES = {
     "gpt2": "learned absolute positions",
     "bert": "learned absolute positions",
 }
+
+#: Model types of transformers 5.23 whose configuration class carries RoPE keys but which
+#: posenc does not read, and why (tests/atlas/test_families.py checks that every such type
+#: of the installed transformers is here or in FAMILIES).
+REFUSED: dict[str, str] = {}
+REFUSED.update(dict.fromkeys("""
+    cohere_compass_vision deepseek_ocr2_encoder dinov3_vit dots3_note_vision_encoder
+    edgetam_video efficientloftr eomt_dinov3 ernie4_5_vl_moe_vision exaone4_5_vision
+    gemma4_vision glm4v_moe_vision glm4v_vision glm5_next_vision glm_ocr_vision inkling2_vision
+    kimi_k25_vision lfm3_vl_vision llama4_vision_model minimax_m3_vl_vision mlcd
+    mlcd_vision_model muse_glimmer_vision muse_spark_vision paddleocr_vl_vision pe_video_encoder
+    pixtral qwen2_5_omni_vision_encoder qwen2_5_vl_vision qwen2_vl_vision qwen3_5_moe_vision
+    qwen3_5_vision qwen3_omni_moe_vision_encoder qwen3_vl_moe_vision qwen3_vl_vision
+    qwen4_exp_vision sam2_video sam3_tracker_video sam3_vit_model sapiens2 step3p5_vision
+    video_llama_3_vision
+""".split(),
+    "an image or video encoder (its RoPE turns patch positions in 2D or 3D, not a token sequence)"))
+REFUSED.update(dict.fromkeys("""
+    csm csm_depth_decoder_model dia_decoder dia_encoder dots3_note_audio_encoder glmasr_encoder
+    gradium_phonon_tts higgs_audio_v2 kyutai_speech_to_text lasr_encoder mimi mimi_decoder
+    mimi_encoder moonshine moonshine_streaming moshi nemotron3_5_transcribe_asr_audio
+    nemotron3_5_transcribe_word_timestamp nemotron3_diarization_audio neucodec pe_audio_encoder
+    pe_audio_video_encoder pocket_tts pocket_tts_audio_tokenizer
+    pocket_tts_audio_tokenizer_decoder pocket_tts_audio_tokenizer_encoder qwen2_5_omni_dit
+    qwen2_5_omni_talker qwen3_omni_moe_talker_code_predictor qwen3_omni_moe_talker_text
+    voxtral_realtime_encoder xcodec2 timesfm2_5
+""".split(),
+    "a speech, audio or time-series model (not a text model)"))
+REFUSED.update(dict.fromkeys("""
+    EvollaModel esm esmc eurobert evolla gte jina_embeddings_v3 modernbert nomic_bert ultrabert
+    embedding_gemma2_text
+""".split(),
+    ("a bidirectional encoder, whose reading rules posenc has not derived from its "
+     "transformers 5.23 code yet")))
+REFUSED.update(dict.fromkeys("""
+    internlm3 iquestcoder
+""".split(),
+    ("transformers 5.23 has its configuration class but no model file, so no code says how it "
+     "rotates")))
+REFUSED.update(dict.fromkeys("""
+    unlimited_ocr_text hrm_text dbrx cohere_compass_text laguna mellum step3p5 zaya
+    ernie4_5_vl_moe_text   axk2 bailing_hybrid beam blt blt_global_transformer
+    blt_local_decoder blt_local_encoder blt_patcher cohere2_moe deepseek_v4 diffusion_gemma_text
+    dots3_note_text  gemma3n_text gemma4_text gemma4_unified_text 
+    granite_swa granitemoe_swa hy_v4 idefics    mistral4
+     modernbert-decoder muse_glimmer_assistant muse_glimmer_text
+    muse_spark_text neomme openai_privacy_filter qwen4_exp_text recurrent_gemma t5_gemma_module
+    t5gemma2_decoder t5gemma2_text  zamba2
+""".split(),
+    "a text model whose reading rules posenc has not derived from its transformers 5.23 code yet"))
+
+REFUSED["mistral_large4_text"] = (
+    "its rotary class multiplies each frequency by exp(alpha), a buffer loaded with the "
+    "weights (LeRoPE), so the config does not determine the frequencies")
 
 #: The most layers a config may declare (lists are built per layer).
 MAX_LAYERS = 100_000
@@ -239,7 +704,7 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
     if outer_type is not None and not isinstance(outer_type, str):
         raise TypeError(f"config['model_type'] must be a str, got {_short(outer_type)}")
     if isinstance(text, Mapping):
-        c = dict(text)
+        c = {**TEXT_CONFIG_DEFAULTS.get(outer_type or "", {}), **text}
         model_type = c.get("model_type") or TEXT_MODEL_TYPES.get(outer_type or "", outer_type)
         if model_type is not None and not isinstance(model_type, str):
             raise TypeError(f"config['text_config']['model_type'] must be a str, got {_short(model_type)}")
@@ -265,6 +730,11 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
             f"config['model_type'] is {model_type!r} ({NOT_ROPE_FAMILIES[model_type]}): "
             "this reads RoPE models only"
         )
+    if model_type in REFUSED:
+        remedy = ("; remove model_type to read the file's keys as written"
+                  if "not derived" in REFUSED[model_type] else "")
+        raise ValueError(f"config['model_type'] is {model_type!r}, which this does not read: "
+                         f"{REFUSED[model_type]}{remedy}")
     family = FAMILIES.get(model_type)
     if family is None:
         raise ValueError(
@@ -272,10 +742,15 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
             f"transformers 5.23 does (known: {', '.join(sorted(FAMILIES))}); remove "
             "model_type to read the file's keys as written"
         )
+    for old_key, key in family.get("_renamed", {}).items():  # transformers' attribute_map
+        if old_key in c:
+            c.setdefault(key, c.pop(old_key))
     for key, value in family.items():
-        if key not in ("rope_theta", "partial_rotary_factor", "rope_local_base_freq",
-                       "sliding_window_pattern", "_default_rope"):
+        if not key.startswith("_") and key not in (
+                "rope_theta", "partial_rotary_factor", "rope_local_base_freq",
+                "sliding_window_pattern"):
             c.setdefault(key, value)
+    _family_rules(c, family, model_type)
     if model_type == "falcon":
         if c.get("alibi"):
             raise ValueError("config['alibi'] is true (ALiBi, no rotation): this reads RoPE models only")
@@ -288,6 +763,8 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         c.setdefault("partial_rotary_factor", c.pop("rotary_pct", 0.25))
     if model_type in ("gemma3_text", "olmo3"):
         _nested_rope(c, family, model_type)
+    elif _is_nested(family.get("_default_rope")):
+        _per_type_rope(c, family, model_type)
     else:
         params = _flat_rope(c, family)
         if model_type in ("qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text"):
@@ -309,6 +786,12 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
                     "rope_scaling['original_max_position_embeddings'] and refuses the file"
                 )
             params["rope_type"] = "longrope"
+    if model_type not in PARTIAL_DEFAULT:
+        c.pop("partial_rotary_factor", None)
+        params = c["rope_parameters"]
+        for p in (params.values() if _is_nested(params) else [params]):
+            if isinstance(p, dict) and p.get("rope_type") == "default":
+                p.pop("partial_rotary_factor", None)
     if model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen2_vl_text", "qwen2_5_vl_text"):
         _qwen_layers(c)
     elif model_type == "qwen3_moe":
@@ -395,5 +878,123 @@ def _nested_rope(c, family, model_type):
             if p["rope_type"] in ("llama3", "yarn", "longrope"):
                 if c.get("max_position_embeddings") is not None:
                     p.setdefault("original_max_position_embeddings", c["max_position_embeddings"])
+    c["rope_parameters"] = params
+    c.pop("rope_theta", None)
+
+
+def _family_rules(c, family, model_type):
+    """The layer pattern, the layers without attention and the attention layers without
+    RoPE of a family that declares them (``_layer_types``, ``_no_attention``), as its
+    configuration class's ``__post_init__`` and its model file decide."""
+    if family.get("_interleaved"):
+        c["rope_interleave"] = True  # the model file's rotate_half pairs neighbours
+    if model_type in ("gptj", "codegen"):
+        rotary = _count(c, "rotary_dim")  # GPTJAttention rotates the first rotary_dim features
+        head = _count(c, "hidden_size") // _count(c, "num_attention_heads")
+        if rotary > head or rotary % 2:
+            raise ValueError(f"config['rotary_dim'] must be even and at most the head width "
+                             f"{head}, got {rotary}")
+        c["head_dim"], c["partial_rotary_factor"] = head, rotary / head
+        # create_sinusoidal_positions: base 10000 written in the code, no rope keys read
+        c.pop("rope_scaling", None)
+        c.pop("rope_theta", None)
+        c["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0}
+    if model_type == "longcat_flash":
+        c.setdefault("num_hidden_layers", 2 * _count(dict(c, n=c.pop("_num_layers", 28)), "n"))
+    if "_partial_forced" in family:  # BambaConfig sets it whatever the file says
+        c["partial_rotary_factor"] = family["_partial_forced"]
+    if model_type == "minimax_m2" and c.get("rotary_dim") is not None:
+        # MiniMaxM2Config: a legacy rotary_dim sets partial_rotary_factor = rotary_dim / head_dim
+        c.setdefault("partial_rotary_factor", _count(c, "rotary_dim") / _count(c, "head_dim"))
+    if model_type == "mimo_v2_flash" and c.get("sliding_window_size") is not None:
+        # MiMoV2FlashConfig: the window attends sliding_window_size tokens plus the query
+        c["sliding_window"] = _count(c, "sliding_window_size") + 1
+    if c.get("layer_types") is None and "_layer_types" in family:
+        rule = family["_layer_types"]
+        n = _count(c, "num_hidden_layers", maximum=MAX_LAYERS)
+        if rule[0] == "required":
+            raise ValueError(f"config['layer_types'] is required for model_type {model_type!r}: "
+                             "its class has no default and its model reads it per layer; give "
+                             "the file's layer_types")
+        if rule[0] == "all":
+            c["layer_types"] = [rule[1]] * n
+        elif rule[0] == "every":  # (every, period, type when (i + offset) % period == 0, else,
+            _, period, hit, other, key, *offset = rule  # key of the period, offset: 1 if absent)
+            offset = offset[0] if offset else 1
+            if key is not None:
+                period = _count(dict(c, **{key: c.get(key, period)}), key)
+            c["layer_types"] = [hit if (i + offset) % period == 0 else other for i in range(n)]
+            if model_type == "olmo_hybrid" and hit not in c["layer_types"]:
+                c["layer_types"][-1] = hit  # OlmoHybridConfig keeps one full attention layer
+            if model_type == "mimo_v2_flash":
+                c["layer_types"][0] = hit  # MiMoV2FlashConfig: the first layer is global too
+        elif rule[0] == "indices":  # (indices, type listed, type not listed, key, all if absent)
+            _, hit, other, key, everywhere = rule
+            idxs = c.get(key)
+            if idxs is not None and not isinstance(idxs, (list, tuple)):
+                raise TypeError(f"config[{key!r}] must be a list of layer indices, "
+                                f"got {_short(idxs)}")
+            idxs = set(range(n) if everywhere else ()) if idxs is None else set(idxs)
+            c["layer_types"] = [hit if i in idxs else other for i in range(n)]
+        elif rule[0] == "window_from":  # sliding from max_window_layers on, where a window is set
+            first = _count(c, "max_window_layers", minimum=0)
+            c["layer_types"] = ["sliding_attention" if c.get("sliding_window") is not None
+                                and i >= first else "full_attention" for i in range(n)]
+        elif rule[0] == "all_window":  # every layer sliding where a window is set
+            c["layer_types"] = [rule[1] if c.get("sliding_window") is not None
+                                else "full_attention"] * n
+        elif rule[0] == "flint":  # FlintConfig: the first two, every i % 4 == 1 and the last global
+            c["layer_types"] = ["full_attention" if i < 2 or i % 4 == 1 or i == n - 1
+                                else "sliding_attention" for i in range(n)]
+        elif rule[0] == "lfm3":  # Lfm3Config: i % 4 == 2 full, i % 4 == 0 < i sliding, else conv
+            c["layer_types"] = ["full_attention" if i % 4 == 2 else "sliding_attention"
+                                if i % 4 == 0 and i > 0 else "conv" for i in range(n)]
+        elif rule[0] == "exaone4":  # Exaone4Config: a pattern only where there is a window
+            period = _count(dict(c, sliding_window_pattern=c.get("sliding_window_pattern", 4)),
+                            "sliding_window_pattern")
+            c["layer_types"] = _pattern(n, period) if c.get("sliding_window") else None
+    types = c.get("layer_types")
+    if model_type == "exaone4" and c.get("sliding_window") is not None and types:
+        # Exaone4Attention rotates "if self.sliding_window is None or self.is_sliding"
+        c["no_rope_layers"] = [int(t == "sliding_attention") for t in types]
+    if model_type == "granitemoehybrid" and c.get("position_embedding_type") != "rope":
+        # GraniteMoeHybridModel builds its rotary module only for position_embedding_type "rope"
+        c["no_rope_layers"] = [0] * len(types or [])
+    if "_rotating_types" in family and types:  # the model file rotates these types only
+        c["no_rope_layers"] = [int(t in family["_rotating_types"]) for t in types]
+    if model_type == "olmo_hybrid" and types:
+        # OlmoHybridModel gives position embeddings to its full_attention layers only
+        c["no_rope_layers"] = [int(t == "full_attention") for t in types]
+    c["_no_attention"] = family.get("_no_attention", ())
+
+
+def _is_nested(params):
+    return isinstance(params, Mapping) and bool(params) and all(
+        isinstance(v, Mapping) or v is None for v in params.values())
+
+
+def _per_type_rope(c, family, model_type):
+    """A family whose class default is a rope dict per layer type (LFM3, MiMo-V2-Flash):
+    the file's rope_parameters, else the default; rope_theta filled in each dict as
+    ``convert_rope_params_to_dict`` does (MiMo-V2-Flash's fills nothing)."""
+    _check_top_reals(c, "rope_theta")
+    params = c.pop("rope_scaling", None) or c.get("rope_parameters")
+    if params is not None and not isinstance(params, Mapping):
+        raise TypeError(f"config['rope_parameters'] must be a dict or null, got {_short(params)}")
+    params = params or family["_default_rope"]
+    if not _is_nested(params):
+        raise ValueError(f"config['rope_parameters'] must hold one dict per layer type for "
+                         f"model_type {model_type!r} (as its class does); give it keyed by "
+                         "layer type")
+    params = {k: (None if v is None else dict(v)) for k, v in params.items()}
+    for p in params.values():
+        if p is None:
+            continue
+        if model_type != "mimo_v2_flash":
+            p.setdefault("rope_theta", c.get("rope_theta", family["rope_theta"]))
+        p.setdefault("rope_type", p.pop("type", "default"))
+        if p["rope_type"] in ("llama3", "yarn", "longrope"):
+            if c.get("max_position_embeddings") is not None:
+                p.setdefault("original_max_position_embeddings", c["max_position_embeddings"])
     c["rope_parameters"] = params
     c.pop("rope_theta", None)
