@@ -52,12 +52,6 @@ __all__ = [
 #: Where the atlas's JSON files live (shipped with the package).
 ATLAS_DIR = Path(__file__).with_name("data")
 
-#: Families whose attention pairs feature ``2i`` with ``2i + 1`` (complex or
-#: ``x[..., ::2]`` rotations in their transformers modeling file); the others rotate
-#: halves (``rotate_half``) unless the config sets ``rope_interleave``.
-_INTERLEAVED_FAMILIES = frozenset({"cohere", "cohere2", "deepseek_v2", "glm", "glm4",
-                                   "llama4_text"})
-
 #: Keys a config uses for a position scheme posenc does not model.
 _NOT_ROPE = {
     "alibi": "ALiBi (linear biases, no rotation)",
@@ -665,7 +659,7 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
     if interleave is not None and not isinstance(interleave, bool):
         raise TypeError(f"config['rope_interleave'] must be true/false, got {_short(interleave)}")
     if interleave is None and model_type is not None:
-        interleave = model_type in _INTERLEAVED_FAMILIES
+        interleave = False  # the family's model file rotates halves (_families sets the others)
     notes: list[str] = []
     if model_type is not None:
         notes.insert(0, f"read as transformers 5.23 reads model_type {model_type!r}")

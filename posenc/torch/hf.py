@@ -302,8 +302,7 @@ def patch(model: nn.Module) -> nn.Module:
                 "before casting it, or load it with dtype=... (which keeps inv_freq float32)")
         modeling = sys.modules[type(old).__module__]
         desc = _describe(config)
-        family_layout = ("interleaved" if getattr(config, "model_type", None)
-                         in _interleaved_families() else "half")
+        family_layout = _family_layout(getattr(config, "model_type", None))
         new = TransformersRotaryEmbedding(config)
         table = _table_format(old, desc, new, device)
         new = TransformersRotaryEmbedding(config, table)
@@ -335,10 +334,11 @@ def patch(model: nn.Module) -> nn.Module:
     return model
 
 
-def _interleaved_families():
-    from ..atlas import _INTERLEAVED_FAMILIES
+def _family_layout(model_type):
+    """How the family's own ``apply_rotary_pos_emb`` pairs features."""
+    from ..atlas._families import FAMILIES
 
-    return _INTERLEAVED_FAMILIES
+    return "interleaved" if FAMILIES.get(model_type, {}).get("_interleaved") else "half"
 
 
 def _table_format(old, desc, new, device):

@@ -242,7 +242,9 @@ def test_patch_refuses_what_it_cannot_patch_exactly(monkeypatch):
     with pytest.raises(ValueError, match="meta device"):
         patch(meta)
     # a reader that got the pairing wrong would rotate differently: the check sees it
-    monkeypatch.setattr(posenc.atlas, "_INTERLEAVED_FAMILIES", frozenset({"llama"}))
+    from posenc.atlas._families import FAMILIES
+
+    monkeypatch.setitem(FAMILIES, "llama", {**FAMILIES["llama"], "_interleaved": True})
     model = _model("llama")
     with pytest.raises(ValueError, match="differs from LlamaRotaryEmbedding with its own function.*not patched"):
         patch(model)
