@@ -408,3 +408,31 @@ def test_an_odd_rope_slice_is_refused_naming_its_key():
     config = {"model_type": "deepseek_v3", "qk_rope_head_dim": 1}
     with pytest.raises(ValueError, match=r"config\['qk_rope_head_dim'\]"):
         describe_config(config)
+
+
+@pytest.mark.parametrize("model_type,name,kwargs", CASES,
+                         ids=[f"{m}-{n}" for m, n, _ in CASES])
+def test_from_config_builds_what_the_reader_reads(model_type, name, kwargs):
+    """RotaryEmbedding.from_config of every family's saved config rotates the features
+    the reader names, with its pairing, frequencies and attention factor (the reader is
+    held to transformers above)."""
+    torch = pytest.importorskip("torch")
+    from posenc.torch import RotaryEmbedding
+
+    saved = json.loads(_build(model_type, kwargs).to_json_string())
+    try:
+        description = describe_config(saved)
+    except ValueError:
+        return  # refused: test_family_reads_as_transformers holds the reason
+    for layer in description.layers:
+        if description.mrope_section is not None:
+            with pytest.raises(ValueError, match="M-RoPE"):
+                RotaryEmbedding.from_config(saved, layer.layer_type)
+            continue
+        rope = RotaryEmbedding.from_config(saved, layer.layer_type)
+        assert (rope.dim, rope.rotary_slice) == (layer.rotary_dim, layer.rotary_slice)
+        assert rope.layout == ("interleaved" if description.interleaved else "half")
+        length = description.max_position_embeddings or 4096
+        inv = rope._functional_frequencies(torch.tensor([length - 1]), 1).numpy()
+        np.testing.assert_allclose(inv, layer.inv_freq, rtol=1e-12, atol=0)
+        assert rope.attention_factor == pytest.approx(layer.attention_factor, rel=1e-12)
