@@ -261,9 +261,10 @@ def patch(model: nn.Module) -> nn.Module:
     ------
     ValueError
         If the model has no ``rotary_emb``, its modeling file has no rotation function
-        posenc knows, the reader refuses its config, it is on the meta device, or the
-        check finds that posenc would not rotate as the model does (the message names
-        the layer type, the positions and the difference).
+        posenc knows, the reader refuses its config, it is on the meta device or was
+        cast to a low-precision dtype (its ``inv_freq`` rounded), or the check finds that
+        posenc would not rotate as the model does (the message names the layer type, the
+        positions and the difference).
 
     Examples
     --------
@@ -317,9 +318,9 @@ def patch(model: nn.Module) -> nn.Module:
             # a fresh module for the check: it may move dynamic NTK's state
             _check(old, funcs[used][1], TransformersRotaryEmbedding(config, table),
                    funcs[used][0], desc, device, table == "complex")
-        except ValueError:
-            raise
         except Exception as exc:  # the model's own functions refuse the probe's shapes
+            if isinstance(exc, ValueError):
+                raise
             raise ValueError(
                 f"{type(old).__name__} and {modeling.__name__}.{used} cannot be checked with "
                 f"posenc's probe ({type(exc).__name__}: {exc}): not patched; build "
