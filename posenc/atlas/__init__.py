@@ -681,7 +681,8 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
         notes.append("proportional: the unrotated pairs have frequency 0")
     if no_attention:
         notes.append(f"{no_attention} of {n} layers have no attention "
-                     f"({', '.join(sorted(attention_free & set(types_per_layer)))}): no positions")
+                     f"({', '.join(sorted(attention_free & set(types_per_layer or ())))}): "
+                     "no positions")
     if mrope_section is not None:
         notes.append(f"M-RoPE: pairs split {list(mrope_section)} across time, height, width "
                      + ("(interleaved)" if mrope_interleaved else "(in blocks)"))

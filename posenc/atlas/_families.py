@@ -536,7 +536,7 @@ TEXT_MODEL_TYPES = {
 #: Multimodal classes whose ``__post_init__`` fills a ``text_config`` dict with their own
 #: defaults (``sub_configs_defaults["text_config"].init_kwargs``) before the text class's:
 #: the position keys among them.
-TEXT_CONFIG_DEFAULTS = {
+TEXT_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
     "glmasr": {"hidden_size": 2048, "num_hidden_layers": 28, "num_attention_heads": 16,
                "max_position_embeddings": 8192,
                "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}},
