@@ -20,7 +20,7 @@ from torch import nn
 from .._typing import Layout
 from .._validation import check_layout
 from ._eager import _rotate_functional
-from .rope import RotaryEmbedding, _describe
+from .rope import RotaryEmbedding, _describe, _rope_key
 
 __all__ = ["apply_rotary_pos_emb", "patch", "TransformersRotaryEmbedding"]
 
@@ -133,20 +133,18 @@ class TransformersRotaryEmbedding(nn.Module):
 
     def __init__(self, config: Any, table: str = "full") -> None:
         super().__init__()
+        if table not in _TABLES:
+            raise ValueError(f"table must be one of {', '.join(map(repr, _TABLES))}, got "
+                             f"{table!r}; 'full' is transformers' (cos, sin)")
         desc = _describe(config)
         types = [layer.layer_type for layer in desc.layers]
-        try:
+        if len({_rope_key(layer) for layer in desc.layers}) == 1:  # one table serves all
             ropes = {None: RotaryEmbedding.from_config(config)}
-        except ValueError:
-            if len(types) < 2:
-                raise
+        else:
             ropes = {t: RotaryEmbedding.from_config(config, t) for t in types}
         self.ropes = nn.ModuleDict({str(t): r for t, r in ropes.items()})
         self.layer_types = tuple(types)
         self.layout = next(iter(ropes.values())).layout
-        if table not in _TABLES:
-            raise ValueError(f"table must be one of {', '.join(map(repr, _TABLES))}, got "
-                             f"{table!r}; 'full' is transformers' (cos, sin)")
         self.table = table
 
     def forward(self, x: torch.Tensor, position_ids: torch.Tensor,
@@ -304,8 +302,7 @@ def patch(model: nn.Module) -> nn.Module:
         modeling = sys.modules[type(old).__module__]
         desc = _describe(config)
         family_layout = _family_layout(getattr(config, "model_type", None))
-        new = TransformersRotaryEmbedding(config)
-        table = _table_format(old, desc, new, device)
+        table = _table_format(old, desc, device)
         new = TransformersRotaryEmbedding(config, table)
         funcs = _replacements(modeling, family_layout, table)
         if not funcs:
@@ -342,15 +339,14 @@ def _family_layout(model_type):
     return "interleaved" if FAMILIES.get(model_type, {}).get("_interleaved") else "half"
 
 
-def _table_format(old, desc, new, device):
+def _table_format(old, desc, device):
     """Which of :data:`_TABLES` the model's own rotary module returns."""
     first_type = desc.layers[0].layer_type if _takes_type(old) else None
     table = _call(old, torch.arange(3)[None], device, first_type)
     if torch.is_tensor(table) and table.is_complex():
         return "complex"
     cos = table[0][..., -1, :]  # position 2: every pair at a different angle
-    width = next(iter(new.ropes.values())).dim
-    if 2 * cos.shape[-1] == width:
+    if 2 * cos.shape[-1] == desc.layers[0].rotary_dim:
         return "half"
     if cos.shape[-1] % 2 == 0 and torch.equal(cos[..., ::2], cos[..., 1::2]):
         return "repeat"

@@ -338,3 +338,10 @@ def test_patch_refuses_cast_models_and_probes_it_cannot_run():
     v2 = _tiny(T.DeepseekV2Config, **MLA)  # a complex table over (batch, heads, seq, dim)
     with pytest.raises(ValueError, match="cannot be checked with posenc's probe.*not patched"):
         patch(v2)
+
+
+def test_transformers_rotary_embedding_names_a_bad_table():
+    from posenc.torch.hf import TransformersRotaryEmbedding
+
+    with pytest.raises(ValueError, match="table must be one of 'full'.*got 'cat'"):
+        TransformersRotaryEmbedding(_config("llama"), table="cat")
