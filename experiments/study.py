@@ -1,0 +1,235 @@
+"""The experiments chapter's study: small byte-level decoders, trained on two CPU cores.
+
+    python experiments/study.py lm [--encodings rope,alibi] [--seeds 0,1]
+                                         train and evaluate the language models
+    python experiments/study.py scale    RoPE scaling applied to the trained RoPE models
+    python experiments/study.py baselines
+                                         n-gram, copy-cache and truncation baselines
+    python experiments/study.py finetune fine-tuning curves at 4 L
+    python experiments/study.py tasks    associative recall and copy, trained short
+    python experiments/study.py report   the units -> experiments/study.json
+
+Each finished piece of work (a *unit*: one trained model's evaluation, one fine-tuning
+curve) is written at once to ``experiments/units/study/<key>.json``, keyed on its
+parameters and on the source of the code that computed it (:func:`code_digest`), with the
+commit, the machine and the seconds it took.  Commit the files: a later run resumes from
+them and recomputes only what is missing or stale.  Model weights that a later stage needs
+stay in ``experiments/.cache/study/`` and are retrained where missing.  Every run uses one
+thread per process (two processes share the machine's two cores).
+
+The protocol, fixed before any result was seen (:data:`PROTOCOL`):
+
+* **Data**: SymPy's sources as bytes (:mod:`posenc.analysis.experiments.corpus`): training,
+  validation and test splits by file.  Every reported number is on the test split's fixed
+  targets: 128 chunks, the last 64 bytes of each, read with ``n`` bytes of history for
+  ``n`` = 128 ... 2048, so a longer ``n`` only adds history before the same targets.  The
+  *far* targets are the identifier bytes whose previous occurrence lies more than 128 bytes
+  back (:func:`~posenc.analysis.experiments.corpus.far_identifier_mask`).
+* **Language models**: 4 layers, width 128, 4 heads of width 32 (0.82M parameters),
+  trained on windows of L = 128 bytes, 2,800 steps of 8 windows, AdamW at 3e-3 with 10 %
+  warm-up and cosine decay, for NoPE, a learned table, sinusoids (token embeddings times
+  √128, as Vaswani et al. do), RoPE (base 10⁴), ALiBi and the T5 bias (32 buckets, maximum
+  distance 128, T5's own settings).  One rate for every encoding; three seeds, five for
+  RoPE (the fine-tuning curves start from each).
+* **Baselines** on the same targets: the model itself truncated to its last L bytes (its
+  loss at L); an interpolated byte 5-gram counted on the exact windows each seed's models
+  saw and on the whole training split; that 5-gram mixed with a copy cache over the last
+  ``h`` bytes (:mod:`posenc.analysis.experiments.baselines`).
+* **RoPE scaling without training**: PI, NTK-aware, YaRN and Llama 3.1 with the factor
+  matched to the length read, s = n / L, and with one fixed factor 16 read at L (the cost
+  of a deployed factor on short inputs).  YaRN's β and Llama 3.1's band are moved to this
+  scale by :func:`band`: each region holds the same share of the frequency pairs as the
+  published defaults give the model they were made for.
+* **Fine-tuning at 4 L**: each RoPE model trained further on 512-byte windows (2 per step:
+  the same bytes per step as pre-training) with no scaling, PI, NTK-aware or YaRN at
+  factor 4, at a constant rate after a 5-step warm-up; loss on the test targets at 512
+  after 0, 10, 25, 50, 100 and 200 steps.  The rate is the best of a short grid for the
+  unscaled control on seed 0's validation split, so a lead of a scaled arm is not a
+  tuning artefact.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import inspect
+import math
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from posenc.analysis.experiments import corpus as C  # noqa: E402
+from posenc.analysis.experiments import train as T  # noqa: E402
+from posenc.analysis.experiments.models import ENCODINGS, ModelConfig, TinyDecoder  # noqa: E402
+from posenc.analysis.experiments.units import UnitStore  # noqa: E402
+
+UNITS = ROOT / "experiments" / "units" / "study"
+CACHE = ROOT / "experiments" / ".cache" / "study"
+HARNESS = ROOT / "posenc" / "analysis" / "experiments"
+
+PROTOCOL = {
+    "model": {"d_model": 128, "n_heads": 4, "n_layers": 4, "train_length": 128},
+    "lm": {"steps": 2800, "batch": 8, "lr": 3e-3, "log_every": 50},
+    "embed_scale": {"sinusoidal": math.sqrt(128)},
+    "seeds": {"rope": [0, 1, 2, 3, 4], "other": [0, 1, 2]},
+    "eval": {"lengths": [128, 256, 512, 1024, 2048], "n_chunks": 128, "target": 64,
+             "bucket": 128},
+    "scale": {"kinds": ["pi", "ntk", "yarn", "llama3"], "lengths": [256, 512, 1024],
+              "fixed": 16},
+    "finetune": {"factor": 4, "batch": 2, "checkpoints": [0, 10, 25, 50, 100, 200],
+                 "warmup": 5, "lrs": [3e-4, 1e-3, 3e-3], "arms": ["plain", "pi", "ntk", "yarn"]},
+}
+
+#: the published defaults and the model each was made for: (turns over L, L, base)
+_BANDS = {"yarn": {"beta_fast": (32.0, 4096, 1e4), "beta_slow": (1.0, 4096, 1e4)},
+          "llama3": {"high_freq_factor": (4.0, 8192, 5e5), "low_freq_factor": (1.0, 8192, 5e5)}}
+
+
+def band(kind: str, L: int, base: float) -> dict:
+    """YaRN's ``beta_fast``/``beta_slow`` or Llama 3.1's ``high``/``low_freq_factor`` for a
+    model trained at ``L`` with RoPE base ``base``.
+
+    Each threshold is a number of turns ``t`` over the training length; a pair whose
+    wavelength is ``2π·base^f`` turns ``t`` times over ``L`` at ``f = ln(L / 2πt) / ln base``
+    (``f`` is the pair's index over the number of pairs).  The published threshold ``t`` on
+    its own model gives ``f``; the threshold here is the one with the same ``f``, so each
+    region keeps the same share of the pairs.  With the same base this is ``t · L / L_ref``.
+
+    >>> band("yarn", 128, 1e4)
+    {'beta_fast': 1.0, 'beta_slow': 0.03125}
+    """
+    out = {}
+    for name, (t, L_ref, base_ref) in _BANDS[kind].items():
+        f = math.log(L_ref / (2 * math.pi * t)) / math.log(base_ref)
+        out[name] = round(L / (2 * math.pi * base ** f), 6)
+    return out
+
+
+def scaling(kind: str, s: float, L: int, base: float, head_dim: int) -> dict:
+    """The ``rope_parameters`` of scaling rule ``kind`` at factor ``s`` (see :func:`band`)."""
+    if kind == "plain":
+        return {}
+    if kind == "pi":
+        return {"rope_type": "linear", "factor": float(s)}
+    if kind == "ntk":
+        return {"rope_type": "default",
+                "rope_theta": float(base * s ** (head_dim / (head_dim - 2)))}
+    if kind in ("yarn", "llama3"):
+        return {"rope_type": kind, "factor": float(s), "original_max_position_embeddings": L,
+                **band(kind, L, base)}
+    raise ValueError(f"kind must be one of plain, pi, ntk, yarn, llama3, got {kind!r}")
+
+
+def code_digest(*functions) -> str:
+    """A hash of the harness's training and evaluation code and of ``functions``' source:
+    a change to either makes the units computed with it stale."""
+    h = hashlib.sha256()
+    for name in ("models.py", "train.py", "corpus.py", "baselines.py", "tasks.py"):
+        path = HARNESS / name
+        if path.exists():
+            h.update(path.read_bytes())
+    for fn in functions:
+        h.update(inspect.getsource(fn).encode())
+    return h.hexdigest()[:16]
+
+
+class Study:
+    """The corpus, the fixed targets and the unit store, shared by every stage."""
+
+    def __init__(self, units: Path = UNITS, cache: Path = CACHE, protocol: dict = PROTOCOL):
+        self.p = protocol
+        self.corpus = C.load_corpus()
+        e = protocol["eval"]
+        self.chunks = C.eval_chunks(self.corpus.test, max_length=max(e["lengths"]),
+                                    target=e["target"], n_chunks=e["n_chunks"])
+        self.valid_chunks = C.eval_chunks(self.corpus.valid, max_length=max(e["lengths"]),
+                                          target=e["target"], n_chunks=e["n_chunks"])
+        self.far = C.far_identifier_mask(self.corpus.test)
+        self.store = UnitStore(units)
+        self.cache = cache
+
+    def config(self, encoding: str, **rope) -> ModelConfig:
+        return ModelConfig(encoding, **self.p["model"],
+                           embed_scale=self.p["embed_scale"].get(encoding, 1.0),
+                           rope_parameters=rope or None)
+
+    def evaluate(self, model: TinyDecoder, lengths=None, split: str = "test") -> dict:
+        e = self.p["eval"]
+        if split == "valid":
+            return T.eval_lm(model, self.corpus.valid, self.valid_chunks,
+                             lengths or e["lengths"], bucket=e["bucket"])
+        return T.eval_lm(model, self.corpus.test, self.chunks, lengths or e["lengths"],
+                         bucket=e["bucket"], far=self.far)
+
+    # -- language models ---------------------------------------------------------------
+
+    def lm(self, encoding: str, seed: int) -> dict:
+        """Train (or read back) the language model ``encoding`` of ``seed`` and evaluate it
+        at every length; its weights stay in the cache for the later stages."""
+        key = f"lm-{encoding}-s{seed}"
+        params = {"encoding": encoding, "seed": seed, "model": self.p["model"],
+                  "lm": self.p["lm"], "embed_scale": self.p["embed_scale"].get(encoding, 1.0),
+                  "eval": self.p["eval"]}
+        code = code_digest(Study.lm, Study.evaluate, Study.config)
+        unit = self.store.get(key, params, code)
+        if unit is not None:
+            return unit
+        t = self.p["lm"]
+        res = T.train_lm(self.config(encoding), self.corpus.train, steps=t["steps"],
+                         batch=t["batch"], lr=t["lr"], seed=seed, log_every=t["log_every"])
+        self.cache.mkdir(parents=True, exist_ok=True)
+        torch.save(res.model.state_dict(), self.cache / f"{key}-{code}.pt")
+        result = {"seconds": round(res.seconds, 1), "parameters": res.model.n_parameters(),
+                  "train_loss": [[s, round(v, 4)] for s, v in res.losses],
+                  "eval": self.evaluate(res.model)}
+        return self.store.put(key, params, result, code)
+
+    def model(self, encoding: str, seed: int) -> TinyDecoder:
+        """The trained model ``encoding`` of ``seed`` (from the cache, else trained)."""
+        unit = self.lm(encoding, seed)
+        path = self.cache / f"lm-{encoding}-s{seed}-{unit['code']}.pt"
+        if not path.exists():  # the unit came from the committed files: train again
+            self.store.units.pop(f"lm-{encoding}-s{seed}@{unit['digest']}")
+            unit = self.lm(encoding, seed)
+        torch.manual_seed(seed)
+        model = TinyDecoder(self.config(encoding))
+        model.load_state_dict(torch.load(path, weights_only=True))
+        return model.eval()
+
+
+def _seeds(p: dict, encoding: str) -> list[int]:
+    return p["seeds"]["rope" if encoding == "rope" else "other"]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("stage", choices=("lm", "scale", "baselines", "finetune", "tasks",
+                                      "report"))
+    ap.add_argument("--encodings", default=",".join(ENCODINGS))
+    ap.add_argument("--seeds", default=None, help="comma-separated (default: the protocol's)")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    study = Study()
+    encodings = args.encodings.split(",")
+    if args.stage == "lm":
+        order = sorted(((s, e) for e in encodings for s in _seeds(study.p, e)
+                        if args.seeds is None or str(s) in args.seeds.split(",")))
+        for seed, enc in order:
+            start = time.perf_counter()
+            unit = study.lm(enc, seed)
+            ev = unit["eval"]
+            print(f"{unit['key']}: {ev['128']['target']:.3f} at 128, "
+                  f"{ev['512']['target'] if ev['512'] else float('nan'):.3f} at 512 "
+                  f"({time.perf_counter() - start:.0f} s)", flush=True)
+        return 0
+    raise SystemExit(f"stage {args.stage!r} is not written yet")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
