@@ -126,14 +126,16 @@ def scaling(kind: str, s: float, L: int, base: float, head_dim: int) -> dict:
     raise ValueError(f"kind must be one of plain, pi, ntk, yarn, llama3, got {kind!r}")
 
 
-def code_digest(*functions) -> str:
-    """A hash of the harness's training and evaluation code and of ``functions``' source:
-    a change to either makes the units computed with it stale."""
+#: the harness modules every trained model depends on
+MODEL_CODE = ("models.py", "train.py", "corpus.py")
+
+
+def code_digest(files, *functions) -> str:
+    """A hash of the harness modules ``files`` and of ``functions``' source: a change to
+    either makes the units computed with them stale."""
     h = hashlib.sha256()
-    for name in ("models.py", "train.py", "corpus.py", "baselines.py", "tasks.py"):
-        path = HARNESS / name
-        if path.exists():
-            h.update(path.read_bytes())
+    for name in files:
+        h.update((HARNESS / name).read_bytes())
     for fn in functions:
         h.update(inspect.getsource(fn).encode())
     return h.hexdigest()[:16]
@@ -176,7 +178,7 @@ class Study:
         params = {"encoding": encoding, "seed": seed, "model": self.p["model"],
                   "lm": self.p["lm"], "embed_scale": self.p["embed_scale"].get(encoding, 1.0),
                   "eval": self.p["eval"]}
-        code = code_digest(Study.lm, Study.evaluate, Study.config)
+        code = code_digest(MODEL_CODE, Study.lm, Study.evaluate, Study.config)
         unit = self.store.get(key, params, code)
         if unit is not None:
             return unit
