@@ -62,11 +62,14 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from posenc.analysis.experiments import baselines as B  # noqa: E402
 from posenc.analysis.experiments import corpus as C  # noqa: E402
 from posenc.analysis.experiments import train as T  # noqa: E402
-from posenc.analysis.experiments.models import ENCODINGS, ModelConfig, TinyDecoder  # noqa: E402
+from posenc.analysis.experiments.models import (  # noqa: E402
+    ENCODINGS, ModelConfig, TinyDecoder, sequence_loss)
 from posenc.analysis.experiments.units import UnitStore  # noqa: E402
 
 UNITS = ROOT / "experiments" / "units" / "study"
@@ -204,6 +207,132 @@ class Study:
         model.load_state_dict(torch.load(path, weights_only=True))
         return model.eval()
 
+    # -- baselines ---------------------------------------------------------------------
+
+    def seen_windows(self, seed: int) -> list[np.ndarray]:
+        """The training windows the language models of ``seed`` saw, in order (the data
+        order depends on the seed only, :func:`~posenc.analysis.experiments.train.train_lm`)."""
+        t, L = self.p["lm"], self.p["model"]["train_length"]
+        rng = np.random.default_rng(seed)
+        return [w for _ in range(t["steps"])
+                for w in C.lm_batch(self.corpus.train, t["batch"], L, rng)]
+
+    def baselines(self, name: str) -> dict:
+        """The 5-gram counted on ``name`` (``"split"``: the whole training split, ``"s<k>"``:
+        the windows seed k's models saw), alone and with the copy cache over each length."""
+        key = f"baseline-{name}"
+        params = {"name": name, "order": 5, "max_match": B.MAX_MATCH, "lm": self.p["lm"],
+                  "model": self.p["model"], "eval": self.p["eval"]}
+        code = code_digest(MODEL_CODE + ("baselines.py",), Study.baselines, Study.seen_windows)
+        unit = self.store.get(key, params, code)
+        if unit is not None:
+            return unit
+        start = time.perf_counter()
+        if name == "split":
+            b = self.corpus.train.bounds
+            seqs = [self.corpus.train.tokens[b[i]:b[i + 1]] for i in range(len(b) - 1)]
+        else:
+            seqs = self.seen_windows(int(name[1:]))
+        lm = B.NGram(5, seqs)
+        e = self.p["eval"]
+        valid, test = self.corpus.valid, self.corpus.test
+        out = {"ngram": T.summarise(torch.from_numpy(B.losses(test, self.chunks, lm)),
+                                    self.chunks, e["bucket"], self.far)}
+        for n in e["lengths"]:
+            vt, vs = B.target_positions(self.valid_chunks, n)
+            m, q = B.copy_probs(valid.tokens, vt.ravel(), vs.ravel())
+            w = B.fit_weights(lm.prob(valid.tokens, vt.ravel()), m, q)
+            per = B.losses(test, self.chunks, lm, history=n, weights=w)
+            out[f"cache{n}"] = {**T.summarise(torch.from_numpy(per), self.chunks, e["bucket"],
+                                              self.far), "weights": w.tolist()}
+        result = {"seconds": round(time.perf_counter() - start, 1),
+                  "bytes": int(sum(len(s) for s in seqs)), **out}
+        return self.store.put(key, params, result, code)
+
+    # -- RoPE scaling without training --------------------------------------------------
+
+    def scale(self, seed: int) -> dict:
+        """Each scaling rule applied to the RoPE model of ``seed``: at every length with
+        the factor matched to it, and at L with the fixed factor."""
+        key = f"scale-s{seed}"
+        params = {"seed": seed, "scale": self.p["scale"], "eval": self.p["eval"]}
+        code = code_digest(MODEL_CODE, Study.scale, scaling, band)
+        unit = self.store.get(key, params, code)
+        if unit is not None:
+            return unit
+        start = time.perf_counter()
+        model = self.model("rope", seed)
+        L, head = self.p["model"]["train_length"], model.cfg.d_model // model.cfg.n_heads
+        sc = self.p["scale"]
+        out: dict = {}
+        for kind in sc["kinds"]:
+            out[kind] = {}
+            for n in sc["lengths"]:
+                model.set_rope(scaling(kind, n / L, L, model.cfg.rope_base, head))
+                out[kind][n] = self.evaluate(model, [n])[n]
+            model.set_rope(scaling(kind, sc["fixed"], L, model.cfg.rope_base, head))
+            out[kind]["fixed"] = self.evaluate(model, [L])[L]
+        return self.store.put(key, params, {"seconds": round(time.perf_counter() - start, 1),
+                                            **out}, code)
+
+    # -- fine-tuning at 4 L -------------------------------------------------------------
+
+    def finetune(self, arm: str, seed: int, lr: float, split: str = "test") -> dict:
+        """The RoPE model of ``seed`` trained further at ``factor`` L with scaling ``arm``:
+        its loss at ``factor`` L (on ``split``'s targets) at each checkpoint."""
+        f = self.p["finetune"]
+        key = f"finetune-{arm}-s{seed}" + ("" if split == "test" else f"-{split}-lr{lr:g}")
+        params = {"arm": arm, "seed": seed, "lr": lr, "split": split, "finetune": f,
+                  "eval": self.p["eval"]}
+        code = code_digest(MODEL_CODE, Study.finetune, scaling, band)
+        unit = self.store.get(key, params, code)
+        if unit is not None:
+            return unit
+        start = time.perf_counter()
+        model = self.model("rope", seed)
+        L = self.p["model"]["train_length"]
+        n = f["factor"] * L
+        model.set_rope(scaling(arm, f["factor"], L, model.cfg.rope_base,
+                               model.cfg.d_model // model.cfg.n_heads))
+        torch.manual_seed(seed)
+        rng = np.random.default_rng(10_000 + seed)
+        opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01,
+                                betas=(0.9, 0.98))
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda s: min(1.0, (s + 1) / f["warmup"]))
+        curve, train_loss = {}, []
+        for step in range(max(f["checkpoints"]) + 1):
+            if step in f["checkpoints"]:
+                lengths = [L, n] if step in (0, max(f["checkpoints"])) else [n]
+                curve[step] = {k: v for k, v in self.evaluate(model, lengths, split).items()}
+            if step == max(f["checkpoints"]):
+                break
+            model.train()
+            batch = torch.from_numpy(C.lm_batch(self.corpus.train, f["batch"], n, rng))
+            loss = sequence_loss(model, batch)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            model.eval()
+            train_loss.append(round(loss.item(), 4))
+        result = {"seconds": round(time.perf_counter() - start, 1), "curve": curve,
+                  "train_loss": train_loss}
+        return self.store.put(key, params, result, code)
+
+    def finetune_rate(self) -> float:
+        """The fine-tuning rate: the grid's best for the unscaled control on seed 0, by its
+        mean validation loss over the checkpoints after step 0."""
+        f = self.p["finetune"]
+        n = str(f["factor"] * self.p["model"]["train_length"])
+
+        def mean_loss(lr):
+            curve = self.finetune("plain", 0, lr, "valid")["curve"]
+            return np.mean([c[n]["target"] for s, c in curve.items() if s != "0"])
+
+        return min(f["lrs"], key=mean_loss)
+
 
 def _seeds(p: dict, encoding: str) -> list[int]:
     return p["seeds"]["rope" if encoding == "rope" else "other"]
@@ -229,6 +358,27 @@ def main(argv=None) -> int:
             print(f"{unit['key']}: {ev['128']['target']:.3f} at 128, "
                   f"{ev['512']['target'] if ev['512'] else float('nan'):.3f} at 512 "
                   f"({time.perf_counter() - start:.0f} s)", flush=True)
+        return 0
+    if args.stage == "baselines":
+        for name in ["split"] + [f"s{s}" for s in study.p["seeds"]["rope"]]:
+            unit = study.baselines(name)
+            print(f"{unit['key']}: 5-gram {unit['ngram']['target']:.3f}, with the cache over "
+                  f"128 {unit['cache128']['target']:.3f} ({unit['seconds']:.0f} s)", flush=True)
+        return 0
+    if args.stage == "scale":
+        for seed in study.p["seeds"]["rope"]:
+            unit = study.scale(seed)
+            print(f"{unit['key']}: {unit['seconds']:.0f} s", flush=True)
+        return 0
+    if args.stage == "finetune":
+        lr = study.finetune_rate()
+        print(f"fine-tuning rate {lr:g}", flush=True)
+        for seed in study.p["seeds"]["rope"]:
+            for arm in study.p["finetune"]["arms"]:
+                unit = study.finetune(arm, seed, lr)
+                n = str(study.p["finetune"]["factor"] * study.p["model"]["train_length"])
+                print(f"{unit['key']}: " + ", ".join(
+                    f"{s}: {c[n]['target']:.3f}" for s, c in unit["curve"].items()), flush=True)
         return 0
     raise SystemExit(f"stage {args.stage!r} is not written yet")
 
