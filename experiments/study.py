@@ -46,6 +46,12 @@ The protocol, fixed before any result was seen (:data:`PROTOCOL`):
   after 0, 10, 25, 50, 100 and 200 steps.  The rate is the best of a short grid for the
   unscaled control on seed 0's validation split, so a lead of a scaled arm is not a
   tuning artefact.
+* **Tasks where context is required**: copy (strings of 4 to 24 symbols) and passkey
+  (a key in 16 to 48 tokens of filler), learned by 2-layer models of width 64 with every
+  encoding but the learned table (which cannot read past its table), each trained until
+  its in-distribution accuracy reaches 0.99 or 3,000 steps, then tested up to 4x (copy)
+  and 16x (passkey) longer.  The rate is chosen per encoding and task on seed 0 (the
+  grid's rate that learns in the fewest steps); three seeds.
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ import torch  # noqa: E402
 
 from posenc.analysis.experiments import baselines as B  # noqa: E402
 from posenc.analysis.experiments import corpus as C  # noqa: E402
+from posenc.analysis.experiments import tasks as K  # noqa: E402
 from posenc.analysis.experiments import train as T  # noqa: E402
 from posenc.analysis.experiments.models import (  # noqa: E402
     ENCODINGS, ModelConfig, TinyDecoder, sequence_loss)
@@ -87,6 +94,18 @@ PROTOCOL = {
               "fixed": 16},
     "finetune": {"factor": 4, "batch": 2, "checkpoints": [0, 10, 25, 50, 100, 200],
                  "warmup": 5, "lrs": [3e-4, 1e-3, 3e-3], "arms": ["plain", "pi", "ntk", "yarn"]},
+    "tasks": {
+        "model": {"d_model": 64, "n_heads": 4, "n_layers": 2},
+        "encodings": ["nope", "sinusoidal", "rope", "alibi", "t5"],
+        "seeds": [0, 1, 2],
+        "copy": {"train": [4, 24], "test": [8, 16, 24, 32, 48, 96], "steps": 3000,
+                 "batch": 64, "lrs": [1e-3, 3e-3, 1e-2], "target": 0.99, "check_every": 100,
+                 "n_valid": 128, "n_test": 64},
+        "passkey": {"train": [16, 48], "test": [48, 96, 192, 384, 768],
+                    "depths": [0.1, 0.5, 0.9], "steps": 3000, "batch": 64,
+                    "lrs": [1e-3, 3e-3, 1e-2], "target": 0.99, "check_every": 100,
+                    "n_valid": 128, "n_test": 32},
+    },
 }
 
 #: the published defaults and the model each was made for: (turns over L, L, base)
@@ -333,6 +352,54 @@ class Study:
 
         return min(f["lrs"], key=mean_loss)
 
+    # -- synthetic tasks ---------------------------------------------------------------
+
+    def task(self, name: str, encoding: str, seed: int, lr: float) -> dict:
+        """Task ``name`` (``copy`` or ``passkey``) learned by a small model with
+        ``encoding``: trained until its in-distribution accuracy reaches the target (or
+        the step cap), then tested at every length."""
+        tc = self.p["tasks"][name]
+        key = f"{name}-{encoding}-s{seed}-lr{lr:g}"
+        params = {"encoding": encoding, "seed": seed, "lr": lr, "task": tc,
+                  "model": self.p["tasks"]["model"]}
+        code = code_digest(MODEL_CODE + ("tasks.py",), Study.task)
+        unit = self.store.get(key, params, code)
+        if unit is not None:
+            return unit
+        if name == "copy":
+            maker, length = K.copy_maker(tuple(tc["train"])), 2 * tc["train"][1] + 1
+        else:
+            maker, length = K.passkey_maker(tuple(tc["train"])), tc["train"][1] - 1
+        cfg = ModelConfig(encoding, **self.p["tasks"]["model"], train_length=length,
+                          embed_scale=self.p["embed_scale"].get(encoding, 1.0)
+                          * math.sqrt(self.p["tasks"]["model"]["d_model"] / 128))
+        checks: list[float] = []
+
+        def valid(model) -> float:  # drawn like training, from a stream training never uses
+            rng = np.random.default_rng(99_999)
+            return K.score(model, lambda b: maker(b, rng), tc["n_valid"])["symbol"]
+
+        def stop(model) -> bool:
+            checks.append(valid(model))
+            return checks[-1] >= tc["target"]
+
+        res = K.train_task(cfg, maker, steps=tc["steps"], batch=tc["batch"], lr=lr, seed=seed,
+                           stop=stop, check_every=tc["check_every"], desc=name)
+        acc = checks[-1] if checks and res.steps % tc["check_every"] == 0 else valid(res.model)
+        test = (K.eval_copy(res.model, tc["test"], n=tc["n_test"], seed=seed)
+                if name == "copy" else
+                K.eval_passkey(res.model, tc["test"], tc["depths"], n=tc["n_test"], seed=seed))
+        return self.store.put(key, params, {
+            "seconds": round(res.seconds, 1), "steps": res.steps, "valid": acc,
+            "learned": acc >= tc["target"], "test": test}, code)
+
+    def task_rate(self, name: str, encoding: str) -> float:
+        """The rate of ``encoding`` on task ``name``: on seed 0, the grid's rate that
+        reaches the target in the fewest steps, else the best in-distribution accuracy."""
+        runs = [self.task(name, encoding, 0, lr) for lr in self.p["tasks"][name]["lrs"]]
+        best = min(runs, key=lambda u: (not u["learned"], u["steps"], -u["valid"]))
+        return best["params"]["lr"]
+
 
 def _seeds(p: dict, encoding: str) -> list[int]:
     return p["seeds"]["rope" if encoding == "rope" else "other"]
@@ -379,6 +446,16 @@ def main(argv=None) -> int:
                 n = str(study.p["finetune"]["factor"] * study.p["model"]["train_length"])
                 print(f"{unit['key']}: " + ", ".join(
                     f"{s}: {c[n]['target']:.3f}" for s, c in unit["curve"].items()), flush=True)
+        return 0
+    if args.stage == "tasks":
+        tp = study.p["tasks"]
+        for enc in [e for e in tp["encodings"] if e in encodings]:
+            for name in ("copy", "passkey"):
+                lr = study.task_rate(name, enc)
+                for seed in tp["seeds"]:
+                    unit = study.task(name, enc, seed, lr)
+                    print(f"{unit['key']}: learned {unit['learned']} in {unit['steps']} "
+                          f"steps ({unit['seconds']:.0f} s)", flush=True)
         return 0
     raise SystemExit(f"stage {args.stage!r} is not written yet")
 
