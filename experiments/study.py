@@ -59,6 +59,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import inspect
+import json
 import math
 import sys
 import time
@@ -107,6 +108,9 @@ PROTOCOL = {
                     "n_valid": 128, "n_test": 32},
     },
 }
+
+#: the protocol's sections a unit records among its parameters when it depends on them
+SECTIONS = ("model", "lm", "eval", "scale", "finetune", "tasks")
 
 #: the published defaults and the model each was made for: (turns over L, L, base)
 _BANDS = {"yarn": {"beta_fast": (32.0, 4096, 1e4), "beta_slow": (1.0, 4096, 1e4)},
@@ -161,6 +165,21 @@ def code_digest(files, *functions) -> str:
     for fn in functions:
         h.update(inspect.getsource(fn).encode())
     return h.hexdigest()[:16]
+
+
+def code_of(kind: str) -> str:
+    """The code digest of the units of ``kind`` (a unit key's first word): each kind's
+    own code and the code of the units it reads."""
+    lm = (Study.lm, Study.evaluate, Study.config)
+    if kind == "lm":
+        return code_digest(MODEL_CODE, *lm)
+    if kind == "baseline":
+        return code_digest(MODEL_CODE + ("baselines.py",), Study.baselines, Study.seen_windows)
+    if kind in ("scale", "finetune"):
+        return code_digest(MODEL_CODE, *lm, Study.model, getattr(Study, kind), scaling, band)
+    if kind in ("copy", "passkey"):
+        return code_digest(MODEL_CODE + ("tasks.py",), Study.task)
+    raise ValueError(f"kind must be a unit kind of the study, got {kind!r}")
 
 
 class Study:
@@ -242,7 +261,7 @@ class Study:
         key = f"baseline-{name}"
         params = {"name": name, "order": 5, "max_match": B.MAX_MATCH, "lm": self.p["lm"],
                   "model": self.p["model"], "eval": self.p["eval"]}
-        code = code_digest(MODEL_CODE + ("baselines.py",), Study.baselines, Study.seen_windows)
+        code = code_of("baseline")
         unit = self.store.get(key, params, code)
         if unit is not None:
             return unit
@@ -275,7 +294,7 @@ class Study:
         the factor matched to it, and at L with the fixed factor."""
         key = f"scale-s{seed}"
         params = {"seed": seed, "scale": self.p["scale"], "eval": self.p["eval"]}
-        code = code_digest(MODEL_CODE, Study.scale, scaling, band)
+        code = code_of("scale")
         unit = self.store.get(key, params, code)
         if unit is not None:
             return unit
@@ -303,7 +322,7 @@ class Study:
         key = f"finetune-{arm}-s{seed}" + ("" if split == "test" else f"-{split}-lr{lr:g}")
         params = {"arm": arm, "seed": seed, "lr": lr, "split": split, "finetune": f,
                   "eval": self.p["eval"]}
-        code = code_digest(MODEL_CODE, Study.finetune, scaling, band)
+        code = code_of("finetune")
         unit = self.store.get(key, params, code)
         if unit is not None:
             return unit
@@ -360,9 +379,8 @@ class Study:
         the step cap), then tested at every length."""
         tc = self.p["tasks"][name]
         key = f"{name}-{encoding}-s{seed}-lr{lr:g}"
-        params = {"encoding": encoding, "seed": seed, "lr": lr, "task": tc,
-                  "model": self.p["tasks"]["model"]}
-        code = code_digest(MODEL_CODE + ("tasks.py",), Study.task)
+        params = {"encoding": encoding, "seed": seed, "lr": lr, "tasks": self.p["tasks"]}
+        code = code_of(name)
         unit = self.store.get(key, params, code)
         if unit is not None:
             return unit
@@ -399,6 +417,23 @@ class Study:
         runs = [self.task(name, encoding, 0, lr) for lr in self.p["tasks"][name]["lrs"]]
         best = min(runs, key=lambda u: (not u["learned"], u["steps"], -u["valid"]))
         return best["params"]["lr"]
+
+    # -- the report --------------------------------------------------------------------
+
+    def report(self) -> dict:
+        """Every stored unit that is current (computed by today's code, under today's
+        protocol), with the corpus's provenance: what the chapter reads."""
+        units = {}
+        for u in sorted(self.store.units.values(), key=lambda u: u["key"]):
+            current = u["code"] == code_of(u["key"].split("-")[0]) and all(
+                v == self.p[k] for k, v in u["params"].items() if k in SECTIONS)
+            if current:
+                units[u["key"]] = u
+        c = self.corpus
+        return {"protocol": self.p, "units": units,
+                "corpus": {"package": c.package, "version": c.version,
+                           "sha256": {n: getattr(c, n).sha256()
+                                      for n in ("train", "valid", "test")}}}
 
 
 def _seeds(p: dict, encoding: str) -> list[int]:
@@ -457,7 +492,11 @@ def main(argv=None) -> int:
                     print(f"{unit['key']}: learned {unit['learned']} in {unit['steps']} "
                           f"steps ({unit['seconds']:.0f} s)", flush=True)
         return 0
-    raise SystemExit(f"stage {args.stage!r} is not written yet")
+    out = ROOT / "experiments" / "study.json"
+    report = study.report()
+    out.write_text(json.dumps(report, sort_keys=True) + "\n")
+    print(f"{out.relative_to(ROOT)}: {len(report['units'])} units", flush=True)
+    return 0
 
 
 if __name__ == "__main__":
