@@ -169,7 +169,8 @@ def code_digest(files, *functions) -> str:
 
 def code_of(kind: str) -> str:
     """The code digest of the units of ``kind`` (a unit key's first word): each kind's
-    own code and the code of the units it reads."""
+    own code and the code of the units it reads.  Read once, at import (:data:`CODES`):
+    the source of a function is read from its file, which may have changed since."""
     lm = (Study.lm, Study.evaluate, Study.config)
     if kind == "lm":
         return code_digest(MODEL_CODE, *lm)
@@ -219,7 +220,7 @@ class Study:
         params = {"encoding": encoding, "seed": seed, "model": self.p["model"],
                   "lm": self.p["lm"], "embed_scale": self.p["embed_scale"].get(encoding, 1.0),
                   "eval": self.p["eval"]}
-        code = code_digest(MODEL_CODE, Study.lm, Study.evaluate, Study.config)
+        code = CODES["lm"]
         unit = self.store.get(key, params, code)
         if unit is not None:
             return unit
@@ -261,7 +262,7 @@ class Study:
         key = f"baseline-{name}"
         params = {"name": name, "order": 5, "max_match": B.MAX_MATCH, "lm": self.p["lm"],
                   "model": self.p["model"], "eval": self.p["eval"]}
-        code = code_of("baseline")
+        code = CODES["baseline"]
         unit = self.store.get(key, params, code)
         if unit is not None:
             return unit
@@ -294,7 +295,7 @@ class Study:
         the factor matched to it, and at L with the fixed factor."""
         key = f"scale-s{seed}"
         params = {"seed": seed, "scale": self.p["scale"], "eval": self.p["eval"]}
-        code = code_of("scale")
+        code = CODES["scale"]
         unit = self.store.get(key, params, code)
         if unit is not None:
             return unit
@@ -322,7 +323,7 @@ class Study:
         key = f"finetune-{arm}-s{seed}" + ("" if split == "test" else f"-{split}-lr{lr:g}")
         params = {"arm": arm, "seed": seed, "lr": lr, "split": split, "finetune": f,
                   "eval": self.p["eval"]}
-        code = code_of("finetune")
+        code = CODES["finetune"]
         unit = self.store.get(key, params, code)
         if unit is not None:
             return unit
@@ -380,7 +381,7 @@ class Study:
         tc = self.p["tasks"][name]
         key = f"{name}-{encoding}-s{seed}-lr{lr:g}"
         params = {"encoding": encoding, "seed": seed, "lr": lr, "tasks": self.p["tasks"]}
-        code = code_of(name)
+        code = CODES[name]
         unit = self.store.get(key, params, code)
         if unit is not None:
             return unit
@@ -425,7 +426,7 @@ class Study:
         protocol), with the corpus's provenance: what the chapter reads."""
         units = {}
         for u in sorted(self.store.units.values(), key=lambda u: u["key"]):
-            current = u["code"] == code_of(u["key"].split("-")[0]) and all(
+            current = u["code"] == CODES.get(u["key"].split("-")[0]) and all(
                 v == self.p[k] for k, v in u["params"].items() if k in SECTIONS)
             if current:
                 units[u["key"]] = u
@@ -434,6 +435,11 @@ class Study:
                 "corpus": {"package": c.package, "version": c.version,
                            "sha256": {n: getattr(c, n).sha256()
                                       for n in ("train", "valid", "test")}}}
+
+
+#: each unit kind's code digest, as this process imported the code
+CODES = {kind: code_of(kind) for kind in ("lm", "baseline", "scale", "finetune", "copy",
+                                          "passkey")}
 
 
 def _seeds(p: dict, encoding: str) -> list[int]:
