@@ -45,6 +45,7 @@ __all__ = [
     "save_figure",
     "figure_to_png",
     "min_font_size",
+    "text_problems",
     "reflow_figure",
     "figure_variants",
 ]
@@ -360,6 +361,82 @@ def min_font_size(fig):
     return min(sizes) if sizes else float("inf")
 
 
+def _drawn_texts(fig, renderer):
+    """Every visible, non-empty text of ``fig`` with its extent in pixels (tick labels
+    whose tick lies outside the axes' limits are not drawn and not listed)."""
+    from matplotlib.text import Text
+
+    drawn = []
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            shown = ax.axison and axis.get_visible()
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                if not shown or not lo - 1e-9 * (hi - lo) <= tick.get_loc() <= hi + 1e-9 * (hi - lo):
+                    for label in (tick.label1, tick.label2):
+                        label._posenc_skip = True
+    for text in fig.findobj(Text):
+        skip = getattr(text, "_posenc_skip", False)
+        if skip:
+            del text._posenc_skip
+        if skip or not text.get_visible() or not text.get_text().strip():
+            continue
+        box = text.get_window_extent(renderer)
+        if box.width > 0 and box.height > 0:
+            drawn.append((text, box))
+    return drawn
+
+
+def text_problems(fig, *, tolerance=1.0):
+    """Where the words of ``fig`` collide: a list of sentences, empty when none do.
+
+    Three faults are found, from the drawn extent of every visible text:
+
+    * a text that leaves the canvas (by more than ``tolerance`` pixels);
+    * two texts that overlap (by more than ``tolerance`` pixels each way);
+    * a text whose centre lies in a box drawn around words (a
+      :class:`~matplotlib.patches.FancyBboxPatch`, as the diagrams draw) that spills out
+      of it.
+
+    Examples
+    --------
+    >>> fig, ax = new_figure(figsize=(3, 2))
+    >>> _ = ax.text(0.5, 0.5, "one", fontsize=12); _ = ax.text(0.52, 0.5, "two", fontsize=12)
+    >>> text_problems(fig)
+    ["'one' overlaps 'two'"]
+    """
+    from matplotlib.patches import FancyBboxPatch
+
+    fig.draw_without_rendering()
+    renderer = fig._get_renderer()
+    canvas = fig.bbox
+    texts = _drawn_texts(fig, renderer)
+    boxes = [p.get_window_extent(renderer) for p in fig.findobj(FancyBboxPatch)
+             if p.get_visible() and p.get_figure(root=False) is not None
+             and not any(p is getattr(t, "get_bbox_patch", lambda: None)() for t, _ in texts)
+             and p.get_label() != "_legend_frame"]
+    problems = []
+    t = tolerance
+    for text, box in texts:
+        if (box.x0 < canvas.x0 - t or box.x1 > canvas.x1 + t or box.y0 < canvas.y0 - t
+                or box.y1 > canvas.y1 + t):
+            problems.append(f"{text.get_text()!r} leaves the canvas")
+        cx, cy = (box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2
+        for frame in boxes:
+            if (frame.x0 <= cx <= frame.x1 and frame.y0 <= cy <= frame.y1
+                    and (box.x0 < frame.x0 - t or box.x1 > frame.x1 + t
+                         or box.y0 < frame.y0 - t or box.y1 > frame.y1 + t)):
+                problems.append(f"{text.get_text()!r} spills out of its box")
+                break
+    for i, (a, box_a) in enumerate(texts):
+        for b, box_b in texts[i + 1:]:
+            w = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0)
+            h = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
+            if w > t and h > t:
+                problems.append(f"{a.get_text()!r} overlaps {b.get_text()!r}")
+    return problems
+
+
 def _copy_figure(fig):
     """A deep copy of ``fig`` (pickled and restored), or None if it cannot be pickled."""
     import pickle
@@ -526,20 +603,33 @@ def _fit_words(fig, min_pt):
     legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes
                                    if ax.get_legend() is not None]
     ylabels = {id(ax.yaxis.label): ax for ax in fig.axes}
+    titles = {id(ax.title): ax for ax in fig.axes}
     inside = {id(t) for legend in legends for t in legend.get_texts()}
-    for text in fig.findobj(Text):
+    # the titles last, once the labels beside their panels have moved the panels
+    texts = fig.findobj(Text)
+    texts = [t for t in texts if id(t) not in titles] + [t for t in texts if id(t) in titles]
+    laid_out = False
+    for text in texts:
         words = text.get_text()
         if id(text) in inside or "\n" in words or not text.get_visible() or " " not in \
                 words.strip() and not any("\u3000" <= c <= "\u9fff" for c in words):
             continue
+        if id(text) in titles and not laid_out:
+            fig.draw_without_rendering()
+            laid_out = True
         extent = text.get_window_extent(renderer)
         if text.get_rotation() % 180 == 90:  # an upright label: as long as its axes
             ax = ylabels.get(id(text))
             tall = ax.bbox.height * 1.1 if ax is not None else fig.bbox.height * 0.95
             if extent.height > tall:
                 text.set_text(_wrap_words(words, math.ceil(extent.height / tall)))
-        elif extent.width > room:
-            text.set_text(_wrap_words(words, math.ceil(extent.width / room)))
+        else:  # a panel's title centred over its panel must stay on the canvas
+            box = titles[id(text)].bbox if id(text) in titles else None
+            wide = room if box is None else min(
+                room, box.width * 1.1, 2 * min(box.x0 + box.x1 - 2 * fig.bbox.x0,
+                                               2 * fig.bbox.x1 - box.x0 - box.x1) / 2 * 0.98)
+            if extent.width > wide:
+                text.set_text(_wrap_words(words, math.ceil(extent.width / wide)))
 
 
 def reflow_figure(fig, width_px, *, stack=False, min_pt=MIN_FONT_PT):
@@ -606,10 +696,16 @@ def figure_variants(fig, *, phone=True):
     ``"desktop"``: at most :data:`DESKTOP_WIDTH_PX` wide, words at least
     :data:`MIN_FONT_PT`; ``"phone"``: :data:`PHONE_WIDTH_PX` wide, panels stacked, the
     same floor; None where the figure cannot be copied (then the desktop version is
-    ``fig`` itself, re-laid out), or when ``phone`` is false.
+    ``fig`` itself, re-laid out), or when ``phone`` is false.  A figure whose
+    ``phone_figure`` attribute is set (a picklable function of no arguments) is drawn
+    anew by it for the phone, instead of narrowed: a diagram laid out in a column.
     """
     check_bool(phone, "phone")
     desk = _copy_figure(fig)
+    own = getattr(fig, "phone_figure", None)
+    if phone and own is not None:  # a figure drawn anew for a phone, not narrowed
+        return {"desktop": reflow_figure(desk if desk is not None else fig, DESKTOP_WIDTH_PX),
+                "phone": reflow_figure(own(), PHONE_WIDTH_PX)}
     phone = _copy_figure(fig) if desk is not None and phone else None
     desk = reflow_figure(desk if desk is not None else fig, DESKTOP_WIDTH_PX)
     if phone is not None:

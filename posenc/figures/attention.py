@@ -7,6 +7,7 @@ import matplotlib
 import numpy as np
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
+from .._validation import check_bool
 from ._style import add_labels, label, new_figure
 
 __all__ = ["permuted_attention_outputs", "encoding_pipeline", "alibi_bias_figure"]
@@ -107,12 +108,18 @@ def _arrow(ax, start, end):
                                  color="0.25", lw=1.0, shrinkA=0, shrinkB=0))
 
 
-def encoding_pipeline():
+def encoding_pipeline(*, column=False):
     """A diagram: token ids -> embedding lookup -> x sqrt(d) -> + PE -> dropout -> block 1.
 
     The additive positional encoding (sinusoidal or learned) enters once, between the
     embedding layer and the first Transformer block.  Drawn with matplotlib patches;
-    the words follow :func:`~posenc.figures.set_language`.
+    the words follow :func:`~posenc.figures.set_language`.  The stages run left to
+    right, or top to bottom with ``column`` (the phone variant of the row).
+
+    Parameters
+    ----------
+    column : bool, keyword-only
+        Stack the stages top to bottom.
 
     Returns
     -------
@@ -123,33 +130,65 @@ def encoding_pipeline():
     >>> fig = encoding_pipeline()
     >>> any("block" in t.get_text() for t in fig.axes[0].texts)
     True
+    >>> text_problems(fig), text_problems(encoding_pipeline(column=True))
+    ([], [])
     """
-    fig, ax = new_figure(figsize=(8.6, 2.9))
-    ax.set_xlim(0, 14.2)
-    ax.set_ylim(-0.2, 3.2)
+    from functools import partial
+
+    column = check_bool(column, "column")
+    stages = [(label("pipe_ids"), "#e8eef7"), (label("pipe_embed"), "#dbe8f5"),
+              (label("pipe_scale"), "#eeeeee"), None,
+              (label("pipe_dropout"), "#eeeeee"), (label("pipe_block"), "#f6e3cf")]
+    r = 0.32  # the addition node's radius
+    if column:
+        fig, ax = new_figure(figsize=(3.3, 5.9))
+        ax.set_xlim(0, 4.6)
+        ax.set_ylim(-0.4, 9.6)
+        h = 0.95
+        widths = [2.3 if stage else 2 * r for stage in stages]
+        where = [(1.5, 8.6 - 1.5 * i) for i in range(len(stages))]
+        pe_at, pe_w = (3.75, where[3][1] + 1.25), 1.6
+    else:
+        fig, ax = new_figure(figsize=(6.1, 2.5))
+        h = 1.0
+        widths = [1.9, 2.1, 1.6, 2 * r, 1.7, 2.3]
+        edges = np.cumsum([0.0] + [w + 0.5 for w in widths])
+        where = [(e + w / 2, 1.0) for e, w in zip(edges, widths, strict=False)]
+        ax.set_xlim(-0.1, edges[-1] + 2.2)
+        ax.set_ylim(-0.1, 3.3)
+        pe_at, pe_w = (where[3][0], 2.6), 2.5
     ax.set_axis_off()
-    y = 1.0
-    stages = [
-        (1.0, label("pipe_ids"), "#e8eef7"),
-        (3.2, label("pipe_embed"), "#dbe8f5"),
-        (5.3, label("pipe_scale"), "#eeeeee"),
-        (9.0, label("pipe_dropout"), "#eeeeee"),
-        (11.1, label("pipe_block"), "#f6e3cf"),
-    ]
-    for x, text, color in stages:
-        _box(ax, (x, y), text, color, width=1.7 if x != 5.3 else 1.3)
-    # the addition node and the positional encoding feeding it from above
-    ax.add_patch(FancyBboxPatch((7.15 - 0.32, y - 0.32), 0.64, 0.64,
+    for (xy, w, stage) in zip(where, widths, stages, strict=True):
+        if stage is not None:
+            _box(ax, xy, stage[0], stage[1], width=w, height=h)
+    # the addition node and the positional encoding feeding it
+    add = where[3]
+    ax.add_patch(FancyBboxPatch((add[0] - r, add[1] - r), 2 * r, 2 * r,
                                 boxstyle="circle,pad=0", fc="#fff4c2", ec="0.25", lw=1.0))
-    ax.text(7.15, y, label("pipe_add"), ha="center", va="center", fontsize=14)
-    _box(ax, (7.15, 2.55), label("pipe_pe"), "#fff4c2", width=2.0, height=0.9)
-    _arrow(ax, (7.15, 2.1), (7.15, y + 0.32))
-    edges = [(1.85, 2.35), (4.05, 4.65), (5.95, 6.83), (7.47, 8.15), (9.85, 10.25)]
-    for x0, x1 in edges:
-        _arrow(ax, (x0, y), (x1, y))
-    _arrow(ax, (11.95, y), (12.6, y))
-    ax.text(12.65, y, label("pipe_more"), ha="left", va="center", fontsize=9, color="0.3")
+    ax.text(add[0], add[1], label("pipe_add"), ha="center", va="center", fontsize=14)
+    _box(ax, pe_at, label("pipe_pe"), "#fff4c2", width=pe_w, height=1.1)
+    if column:
+        _arrow(ax, (pe_at[0], pe_at[1] - 0.55), (add[0] + r, add[1]))
+    else:
+        _arrow(ax, (pe_at[0], pe_at[1] - 0.55), (add[0], add[1] + r))
+    for i in range(len(stages)):
+        a, b = where[i], where[i + 1] if i + 1 < len(stages) else None
+        ra = h / 2 if column and stages[i] else widths[i] / 2
+        if b is None:  # the last block leads on to the rest
+            end = (a[0], a[1] - ra - 0.45) if column else (a[0] + ra + 0.5, a[1])
+            _arrow(ax, (a[0], a[1] - ra) if column else (a[0] + ra, a[1]), end)
+            more = (end[0], end[1] - 0.1) if column else (end[0] + 0.05, end[1])
+            ax.text(*more, label("pipe_more"), ha="center" if column else "left",
+                    va="top" if column else "center", fontsize=9, color="0.3")
+            break
+        rb = h / 2 if column and stages[i + 1] else widths[i + 1] / 2
+        if column:
+            _arrow(ax, (a[0], a[1] - ra), (b[0], b[1] + rb))
+        else:
+            _arrow(ax, (a[0] + ra, a[1]), (b[0] - rb, b[1]))
     ax.set_title(label("pipe_title"))
+    if not column:
+        fig.phone_figure = partial(encoding_pipeline, column=True)
     return fig
 
 

@@ -133,7 +133,13 @@ def model_spectrum_figure(description):
         ax.set_title(_model_label(description) + label("colon") + title, fontsize=10)
         ax.set_xlabel(label("models_pair"))
         ax.set_ylabel(label("models_wavelength"))
-        ax.legend(fontsize=9, loc="upper left")
+    # one legend for every panel, under them, where it covers no point
+    named = {}
+    for ax in axes[:, 0]:
+        for handle, word in zip(*ax.get_legend_handles_labels(), strict=True):
+            named.setdefault(word, handle)
+    fig.legend(list(named.values()), list(named), loc="outside lower center", ncols=2,
+               fontsize=9, frameon=False)
     return fig
 
 

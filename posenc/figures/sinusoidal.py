@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from .._validation import _is_integer, check_base, check_d_model
 from ..analysis.similarity import dot_products_by_offset
@@ -247,6 +248,8 @@ def row_across_columns_figure(positions=(0, 4, 12, 40), d_model=512, base=10000.
         ax.set(xlim=(0, d - 1), ylim=(-1.2, 1.45), xlabel=label("dimension"),
                ylabel=label("value"))
         ax.set_title(label("row_position").format(p=p), fontsize=10)
-    flat[0].legend(loc="upper right", ncols=2, frameon=False, fontsize=9)
+        ax.xaxis.set_major_locator(MaxNLocator(5, prune="upper"))  # no label past the edge
+    fig.legend(*flat[0].get_legend_handles_labels(), loc="outside lower center", ncols=2,
+               frameon=False, fontsize=9)
     fig.suptitle(label("row_title").format(d=d), fontsize=10)
     return fig

@@ -246,6 +246,31 @@ def test_figure_variants_are_legible(name, lang, strict_rendering):
     assert len(lefts) == 1, f"{name}: phone panels side by side at {sorted(lefts)}"
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_figure_words_do_not_collide(name, lang):
+    """No word overlaps another, leaves the canvas or spills out of its box, on the
+    desktop or the phone (the book's build checks every figure it shows the same way)."""
+    pf.set_language(lang)
+    for kind, var in pf.figure_variants(FIGURES[name]()).items():
+        assert pf.text_problems(var) == [], (kind, name)
+
+
+def test_text_problems_finds_each_fault():
+    from matplotlib.patches import FancyBboxPatch
+
+    fig, ax = pf.new_figure(figsize=(3.0, 2.0))
+    ax.set_axis_off()
+    fig.text(0.98, 0.5, "off the edge")
+    ax.add_patch(FancyBboxPatch((0.1, 0.1), 0.1, 0.1, boxstyle="round,pad=0"))
+    ax.text(0.15, 0.15, "too long", ha="center", va="center")
+    assert sorted(pf.text_problems(fig)) == ["'off the edge' leaves the canvas",
+                                     "'too long' spills out of its box"]
+    fig, ax = pf.new_figure(figsize=(3.0, 2.0))
+    ax.plot([0, 1], [0, 1])
+    assert pf.text_problems(fig) == []  # tick labels and a line: nothing collides
+
+
 def test_reflow_figure_stacks_panels_and_raises_small_words():
     from posenc.figures import _style
 

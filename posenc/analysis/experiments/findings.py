@@ -94,13 +94,21 @@ def paired(a: list[float], b: list[float]) -> dict:
     return {**stats.paired(a, b), "below": sum(x < y for x, y in zip(a, b, strict=True))}
 
 
+def truncated(study: dict, encoding: str, metric: str = "target") -> list[float]:
+    """The model reading only its last L bytes, per seed: its loss at the training length
+    (the same targets, the history cut to L)."""
+    values = lm(study, encoding, train_length(study), metric)
+    if values is None:  # every model reads its training length
+        raise ValueError(f"the {encoding} model cannot read its training length")
+    return values
+
+
 def history_gain(study: dict, encoding: str, n: int, metric: str = "target") -> list[float]:
     """Loss at ``n`` minus loss at the training length, per seed: below zero where the
     longer history helped, above where reading it cost (truncating to the last L bytes
     would have scored the loss at L)."""
-    L = train_length(study)
-    at_n, at_L = lm(study, encoding, n, metric), lm(study, encoding, L, metric)
-    if at_n is None or at_L is None:
+    at_n, at_L = lm(study, encoding, n, metric), truncated(study, encoding, metric)
+    if at_n is None:
         raise ValueError(f"the {encoding} model cannot read {n} bytes")
     return [x - y for x, y in zip(at_n, at_L, strict=True)]
 
