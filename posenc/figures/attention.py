@@ -130,8 +130,9 @@ def encoding_pipeline(*, column=False):
     >>> fig = encoding_pipeline()
     >>> any("block" in t.get_text() for t in fig.axes[0].texts)
     True
-    >>> text_problems(fig), text_problems(encoding_pipeline(column=True))
-    ([], [])
+    >>> from posenc.figures import figure_variants, text_problems
+    >>> [text_problems(shown) for shown in figure_variants(fig).values()]  # desktop, phone
+    [[], []]
     """
     from functools import partial
 
