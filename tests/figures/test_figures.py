@@ -219,7 +219,8 @@ def test_figure_repr_png_for_jupyter(monkeypatch):
 def test_figure_variants_are_legible(name, lang, strict_rendering):
     """Desktop: at most DESKTOP_WIDTH_PX wide; phone: PHONE_WIDTH_PX wide, panels one
     under the other; both with every word at MIN_FONT_PT or more, no word wider than
-    the figure, and every glyph found (the strict fixture)."""
+    the figure, none overlapping another, leaving the canvas or spilling out of its box,
+    and every glyph found (the strict fixture)."""
     from matplotlib.text import Text
 
     from posenc.figures import _style
@@ -240,20 +241,11 @@ def test_figure_variants_are_legible(name, lang, strict_rendering):
             if text.get_visible() and text.get_text().strip():
                 assert text.get_window_extent(renderer).width <= var.bbox.width + 1, \
                     (kind, text.get_text())
+        assert pf.text_problems(var) == [], kind
     phone = variants["phone"]
     lefts = {round(ax.get_position().x0, 2) for ax in phone.axes
              if ax.get_label() != "<colorbar>" and ax.get_subplotspec() is not None}
     assert len(lefts) == 1, f"{name}: phone panels side by side at {sorted(lefts)}"
-
-
-@pytest.mark.parametrize("lang", ["en", "zh"])
-@pytest.mark.parametrize("name", sorted(FIGURES))
-def test_figure_words_do_not_collide(name, lang):
-    """No word overlaps another, leaves the canvas or spills out of its box, on the
-    desktop or the phone (the book's build checks every figure it shows the same way)."""
-    pf.set_language(lang)
-    for kind, var in pf.figure_variants(FIGURES[name]()).items():
-        assert pf.text_problems(var) == [], (kind, name)
 
 
 def test_text_problems_finds_each_fault():
