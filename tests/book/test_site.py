@@ -636,7 +636,7 @@ def test_search_index_holds_the_words_a_reader_reads(site, lang):
     assert not joined, joined[:10]
     # the models table's column headings ("rotated" in English, 旋转 in Chinese)
     word = {"en": "rotat", "zh": "旋转"}[lang]
-    models = index["docnames"].index("models")
+    models = index["docnames"].index("models-reading")
     # (a page's word that is also in one of its headings is listed under titleterms)
     found = [index[part].get(word) for part in ("terms", "titleterms")]
     pages = {p for f in found if f is not None for p in ([f] if isinstance(f, int) else f)}
@@ -838,7 +838,7 @@ def test_zh_special_pages_and_buttons_are_chinese(site):
     text = page.select_one("article, main, body").get_text(" ", strip=True)
     assert "Page not found" not in text and "Unfortunately" not in text, text[:200]
     assert "找不到" in text, text[:200]
-    soup = _soup(site / "zh" / "rope.html")
+    soup = _soup(site / "zh" / "rope-rotation.html")
     binder = soup.select_one("a.btn-launch-binder")
     tips = " ".join(filter(None, [binder.get("title"), binder.get("data-bs-title"),
                                   binder.get("aria-label"), binder.get_text(" ", strip=True)]))
@@ -1146,8 +1146,9 @@ def test_references_page_is_labelled_as_the_text_cites(site):
 
 def test_chapters_figures_and_equations_carry_chapter_numbers(site):
     """Chapters are numbered 1, 2, ... across the book's parts (one numbered toctree per
-    part; posenc_book.continue_chapter_numbers), figures and equations by chapter
-    (Fig. 7.3, (7.1)), and a chapter's notebook prints the same equation and figure
+    part; posenc_book.continue_chapter_numbers), a chapter's section pages chapter.section
+    (7.1, 7.2, ...), figures and equations by chapter (Fig. 7.3, (7.1)) and in order across
+    its section pages, and a section's notebook prints the same equation and figure
     numbers as its page."""
     import json
 
@@ -1160,16 +1161,28 @@ def test_chapters_figures_and_equations_carry_chapter_numbers(site):
         assert len(numbered) >= 12, numbered
         chapter = int(_soup(root / "rope.html").select_one("h1 .section-number")
                       .get_text().strip(". "))
-        page = (root / "rope.html").read_text(encoding="utf-8")
-        eqnos = re.findall(r'<span class="eqno">\((\d+)\.(\d+)\)', page)
+        sections = [a["href"] for a in _soup(root / "rope.html").select(
+            "nav.bd-docs-nav li.toctree-l1.current li.toctree-l2 > a")]
+        assert sections[0] == "rope-rotation.html" and len(sections) >= 2, sections
+        eqnos, figs = [], []
+        fig = "Fig." if lang == "en" else "图"
+        for number, href in enumerate(sections, start=1):
+            soup = _soup(root / href)
+            assert (soup.select_one("h1 .section-number").get_text().strip(". ")
+                    == f"{chapter}.{number}"), href
+            page = (root / href).read_text(encoding="utf-8")
+            eqnos += re.findall(r'<span class="eqno">\((\d+)\.(\d+)\)', page)
+            figs += [n for c, n in re.findall(rf"{fig} (\d+)\.(\d+)", page)
+                     if int(c) == chapter and n not in figs]
         assert eqnos and {int(c) for c, _ in eqnos} == {chapter}, eqnos
         assert [int(n) for _, n in eqnos] == list(range(1, len(eqnos) + 1))
-        fig = "Fig." if lang == "en" else "图"
-        figs = sorted({int(n) for c, n in re.findall(rf"{fig} (\d+)\.(\d+)", page)
-                       if int(c) == chapter})
+        figs = sorted({int(n) for n in figs})
         assert figs and figs == list(range(1, len(figs) + 1)), figs
-        notebook = json.loads((root / "_sources" / "rope.ipynb").read_text(encoding="utf-8"))
+        first = sections[0].removesuffix(".html")
+        page = (root / sections[0]).read_text(encoding="utf-8")
+        first_eqnos = re.findall(r'<span class="eqno">\((\d+)\.(\d+)\)', page)
+        notebook = json.loads((root / "_sources" / f"{first}.ipynb").read_text(encoding="utf-8"))
         text = "".join("".join(c["source"]) for c in notebook["cells"])
         tags = re.findall(r"\\tag\{(\d+\.\d+)\}", text)
-        assert tags == [f"{c}.{n}" for c, n in eqnos], (tags, eqnos)
+        assert tags == [f"{c}.{n}" for c, n in first_eqnos], (tags, first_eqnos)
         assert f"{fig} {chapter}.1" in text
