@@ -1106,13 +1106,16 @@ def test_cell_outputs_print_readable_numbers(site):
 
 # -- One citation style -----------------------------------------------------------------
 
+REFERENCE_PAGES = ("references.html", "references-sources.html")
+
+
 def _reference_labels(site: Path, lang: str) -> dict[str, str]:
-    """id -> label ("Su et al., 2021") of each entry of the references page."""
-    soup = _soup(site / lang / "references.html")
+    """page#id -> label ("Su et al., 2021") of each entry of the references pages."""
     labels = {}
-    for entry in soup.select("div.citation[id]"):
-        label = entry.select_one("span.label")
-        labels[entry["id"]] = label.get_text().strip().strip("[]") if label else ""
+    for name in REFERENCE_PAGES:
+        for entry in _soup(site / lang / name).select("div.citation[id]"):
+            label = entry.select_one("span.label")
+            labels[f"{name}#{entry['id']}"] = label.get_text().strip().strip("[]") if label else ""
     return labels
 
 
@@ -1130,9 +1133,9 @@ def test_references_page_is_labelled_as_the_text_cites(site):
         wrong, count = [], 0
         for page in sorted((site / lang).glob("*.html")):
             for cite in _soup(page).select("span.bibtex-citation"):
-                for link in cite.select('a[href*="references.html#"]'):
+                for link in cite.select('a[href*="references"][href*=".html#"]'):
                     count += 1
-                    label = labels.get(link["href"].split("#", 1)[1])
+                    label = labels.get(link["href"].rsplit("/", 1)[-1])
                     text = link.get_text().strip()
                     names = cite.get_text().split("[", 1)[0].strip()
                     if label is None:
@@ -1164,25 +1167,25 @@ def test_chapters_figures_and_equations_carry_chapter_numbers(site):
         sections = [a["href"] for a in _soup(root / "rope.html").select(
             "nav.bd-docs-nav li.toctree-l1.current li.toctree-l2 > a")]
         assert sections[0] == "rope-rotation.html" and len(sections) >= 2, sections
-        eqnos, figs = [], []
+        eqnos, figs, notebooks = [], [], ""
         fig = "Fig." if lang == "en" else "图"
         for number, href in enumerate(sections, start=1):
             soup = _soup(root / href)
             assert (soup.select_one("h1 .section-number").get_text().strip(". ")
                     == f"{chapter}.{number}"), href
             page = (root / href).read_text(encoding="utf-8")
-            eqnos += re.findall(r'<span class="eqno">\((\d+)\.(\d+)\)', page)
+            page_eqnos = re.findall(r'<span class="eqno">\((\d+)\.(\d+)\)', page)
+            eqnos += page_eqnos
             figs += [n for c, n in re.findall(rf"{fig} (\d+)\.(\d+)", page)
                      if int(c) == chapter and n not in figs]
+            notebook = json.loads((root / "_sources" / href.replace(".html", ".ipynb"))
+                                  .read_text(encoding="utf-8"))
+            text = "".join("".join(c["source"]) for c in notebook["cells"])
+            tags = re.findall(r"\\tag\{(\d+\.\d+)\}", text)
+            assert tags == [f"{c}.{n}" for c, n in page_eqnos], (href, tags, page_eqnos)
+            notebooks += text
         assert eqnos and {int(c) for c, _ in eqnos} == {chapter}, eqnos
         assert [int(n) for _, n in eqnos] == list(range(1, len(eqnos) + 1))
         figs = sorted({int(n) for n in figs})
         assert figs and figs == list(range(1, len(figs) + 1)), figs
-        first = sections[0].removesuffix(".html")
-        page = (root / sections[0]).read_text(encoding="utf-8")
-        first_eqnos = re.findall(r'<span class="eqno">\((\d+)\.(\d+)\)', page)
-        notebook = json.loads((root / "_sources" / f"{first}.ipynb").read_text(encoding="utf-8"))
-        text = "".join("".join(c["source"]) for c in notebook["cells"])
-        tags = re.findall(r"\\tag\{(\d+\.\d+)\}", text)
-        assert tags == [f"{c}.{n}" for c, n in first_eqnos], (tags, first_eqnos)
-        assert f"{fig} {chapter}.1" in text
+        assert f"{fig} {chapter}.1" in notebooks
