@@ -56,7 +56,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGS = ("en", "zh")
-PROSE_PAGE = "rope"  # docs/en/rope.md gets one sentence more
+PROSE_PAGE = "rope-scores"  # docs/en/rope-scores.md gets one sentence more
 LIBRARY_FILE = "posenc/sinusoidal.py"  # one function's docstring gets one line more
 ANALYSIS_FILE = "posenc/analysis/uniqueness.py"  # the "edit one analysis module" step
 #: The last commit before the build's rework; its build configuration files.

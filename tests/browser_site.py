@@ -626,6 +626,14 @@ def search_results(context, base: str, lang: str, query: str,
 # -- Reading at every width ------------------------------------------------------------
 
 WIDTHS = (390, 900, 1280)  # a phone, a tablet, a laptop
+#: A page reads on a phone in at most this many screens (390 x 844 px): a longer chapter
+#: is split into section pages, each its own page and notebook.
+PHONE = {"width": 390, "height": 844}
+PHONE_SCREENS_MAX = 25
+#: Pages measured but not held to PHONE_SCREENS_MAX, each with the reason.
+LONG_PAGES = {
+    "experiments": "the chapter is being rebuilt from scratch, in section pages",
+}
 #: Assets a page must not load: Font Awesome's 1.56 MB script draws icons that the
 #: theme's stylesheet already draws from the icon web fonts; Bootstrap's 81 KB bundle is
 #: replaced by docs/_static/posenc-bootstrap.js (docs/_ext/posenc_assets.py).
@@ -789,6 +797,17 @@ TABLE_WORDS_JS = r"""
 """
 
 
+def check_page_length(page, name: str, report: PageReport) -> list[str]:
+    """At a phone's size, once its figures are in, the page is at most
+    :data:`PHONE_SCREENS_MAX` screens long (its height over the screen's)."""
+    screens = page.evaluate("document.documentElement.scrollHeight") / PHONE["height"]
+    report.info["phone_screens"] = round(screens, 1)
+    if screens <= PHONE_SCREENS_MAX or name in LONG_PAGES:
+        return []
+    return [f"{screens:.1f} phone screens long at {PHONE['width']} px (at most "
+            f"{PHONE_SCREENS_MAX}: split the chapter into section pages)"]
+
+
 def check_reading(context, base: str, lang: str, name: str, width: int,
                   shots: Path | None = None) -> PageReport:
     """Load a page at ``width`` px: no sideways scroll, light then dark; then the
@@ -810,6 +829,8 @@ def check_reading(context, base: str, lang: str, name: str, width: int,
         page.evaluate(SETTLE_JS)
         if heavy:
             problems.append(f"loads {sorted(set(heavy))} (the book does without)")
+        if width == PHONE["width"]:
+            problems.extend(check_page_length(page, name, report))
         for mode in ("light", "dark"):
             if mode == "dark":
                 page.evaluate("document.documentElement.dataset.theme = 'dark';"

@@ -8,7 +8,8 @@ a cited work by its label.  Two pybtex plugins make both sides one style:
   names as cited, year and title) labels each entry with the same words the text cites it by -- the
   names as sphinxcontrib-bibtex's author-year style writes them, a comma, the year --
   and tells apart works with the same names and year by a letter after the year
-  ("Hugging Face, 2025a", "Hugging Face, 2025b"), in the order of the list;
+  ("Hugging Face, 2025a", "Hugging Face, 2025b"), in the order of the whole
+  bibliography, so that a label is the same on whichever references page lists it;
 * the referencing style ``posenc_author_year`` is sphinxcontrib-bibtex's
   ``author_year`` with the year taken from that label, so the letter is in the text too.
 
@@ -19,9 +20,11 @@ the text is a label on the references page, in both languages.
 
 from __future__ import annotations
 
+import functools
 import string
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 import pybtex.plugin
 from pybtex.richtext import Text
@@ -64,20 +67,46 @@ def year_suffix(k: int) -> str:
     return letters
 
 
+#: The book's one bibliography (docs/references.bib).
+BIBFILE = Path(__file__).resolve().parents[1] / "references.bib"
+
+
+def author_year_labels(sorted_entries) -> list[str]:
+    """The labels of ``sorted_entries``: "<names>, <year>", with a, b, ... after the year
+    where two of them would otherwise share a label."""
+    plain = [f"{cited_names(e)}{LABEL_SEP}{e.fields.get('year', 'n.d.')}"
+             for e in sorted_entries]
+    counts, seen, labels = Counter(plain), Counter(), []
+    for label in plain:
+        if counts[label] == 1:
+            labels.append(label)
+        else:
+            labels.append(label + year_suffix(seen[label]))
+            seen[label] += 1
+    return labels
+
+
+@functools.cache
+def book_labels(path: Path = BIBFILE) -> dict[str, str]:
+    """Key -> label over the whole bibliography, so that a label names one work on
+    whichever references page lists it (papers and other sources are two lists)."""
+    from pybtex.database import parse_file
+
+    entries = sorted(parse_file(str(path)).entries.values(),
+                     key=AuthorYearSortingStyle().sorting_key)
+    return dict(zip((e.key for e in entries), author_year_labels(entries)))
+
+
 class AuthorYearLabelStyle(BaseLabelStyle):
     """Labels "<names>, <year>", with a, b, ... after the year where two entries of the
-    list would otherwise share a label."""
+    book's bibliography would otherwise share a label."""
 
     def format_labels(self, sorted_entries):
         entries = list(sorted_entries)
-        plain = [f"{cited_names(e)}{LABEL_SEP}{e.fields.get('year', 'n.d.')}" for e in entries]
-        counts, seen = Counter(plain), Counter()
-        for label in plain:
-            if counts[label] == 1:
-                yield label
-            else:
-                yield label + year_suffix(seen[label])
-                seen[label] += 1
+        book = book_labels() if BIBFILE.is_file() else {}
+        if all(e.key in book for e in entries):
+            return [book[e.key] for e in entries]
+        return author_year_labels(entries)
 
 
 class AuthorYearSortingStyle(BaseSortingStyle):

@@ -474,7 +474,8 @@ def continue_chapter_numbers(app: Sphinx, env) -> list[str]:
     The contents page has one toctree per part (its caption is the part's title in the
     sidebar), each ``:numbered: 1``; Sphinx numbers every numbered toctree from 1, so
     each part would start again at chapter 1.  After Sphinx has numbered them, each
-    part's chapters are shifted by the chapters of the parts before it (in the section
+    part's chapters, with their section pages (3.1, 3.2, ...), are shifted by the
+    chapters of the parts before it (in the section
     numbers, the contents' and the titles' numbers), and the figures, tables and
     equations are numbered again from the shifted chapters: Fig. 7.3, equation (7.1),
     the same numbers the notebooks print (posenc_notebook).  Returns the pages to write
@@ -492,13 +493,27 @@ def continue_chapter_numbers(app: Sphinx, env) -> list[str]:
         chapters = [ref for _title, ref in toctree["entries"] if ref in env.toc_secnumbers]
         if offset:
             for ref in chapters:
-                _shift_chapter(env, ref, offset)
-                shifted.append(ref)
+                for doc in _chapter_pages(env, ref):
+                    _shift_chapter(env, doc, offset)
+                    shifted.append(doc)
         offset += len(chapters)
     if not shifted:
         return []
     TocTreeCollector().assign_figure_numbers(env)
     return sorted(set(env.toc_secnumbers) | set(env.toc_fignumbers))
+
+
+def _chapter_pages(env, docname: str) -> list[str]:
+    """A chapter's first page and its section pages (its own toctree's entries, which
+    Sphinx numbers chapter.section), in order."""
+    from sphinx import addnodes
+
+    pages = [docname]
+    for toctree in env.get_doctree(docname).findall(addnodes.toctree):
+        for _title, ref in toctree["entries"]:
+            if ref in env.toc_secnumbers and ref not in pages:
+                pages += _chapter_pages(env, ref)
+    return pages
 
 
 def _shift_chapter(env, docname: str, offset: int) -> None:

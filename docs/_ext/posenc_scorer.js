@@ -26,7 +26,7 @@ var Scorer = {
     const query = (new URLSearchParams(window.location.search).get("q") || "")
       .trim().toLowerCase();
     const page = docname.split("/").pop();
-    if (!query || Scorer.appendices.has(page) || page.startsWith("api")) return score;
+    if (!query || Scorer.appendices.has(page) || /^(api|benchmarks|references)/.test(page)) return score;
     const [pageTitle, heading] = (title || "").toLowerCase().split(" > ");
     if (pageTitle.includes(query)) {
       return score + 200 + Math.round((100 * query.length) / pageTitle.length);
@@ -39,7 +39,8 @@ var Scorer = {
     }
     return score;
   },
-  // Pages that are not chapters (and the API pages, api*).
+  // Pages that are not chapters (and the API, benchmark and reference pages, api*,
+  // benchmarks-*, references-*).
   appendices: new Set(["index", "glossary", "references", "api", "benchmarks", "genindex",
                        "py-modindex", "search"]),
 

@@ -437,14 +437,14 @@ def test_glued_numbers_reach_the_notebook_text():
 
     site = require_site()
     for lang in LANGS:
-        nb = nbformat.read(site / lang / "_sources" / "rope.ipynb", as_version=4)
+        nb = nbformat.read(site / lang / "_sources" / "rope-scores.ipynb", as_version=4)
         markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
-        soup = BeautifulSoup((site / lang / "rope.html").read_text(encoding="utf-8"),
+        soup = BeautifulSoup((site / lang / "rope-scores.html").read_text(encoding="utf-8"),
                              "html.parser")
         pasted = [s.get_text() for s in soup.select("article span.pasted-text")]
         assert len(pasted) > 10, f"{lang}: the page pastes few values ({len(pasted)})"
         missing = [t for t in pasted if t not in markdown]
-        assert not missing, f"{lang}/rope: glued values not in the notebook text: {missing[:5]}"
+        assert not missing, f"{lang}/rope-scores: glued values not in the notebook text: {missing[:5]}"
 
 
 # -- Running a downloaded notebook ---------------------------------------------------------
@@ -475,8 +475,9 @@ json.dump({"source": cell.source, "before": before, "after": after},
 #: Pages executed afresh, one per language (no committed data files, quick to run), and
 #: the argument of a figure cell that the test changes afterwards.
 RUN_PAGES = [
-    ("en", "rope", "pf.rope_wavelengths_figure(128,", "pf.rope_wavelengths_figure(64,"),
-    ("zh", "sinusoidal", "n_positions=50)", "n_positions=20)"),
+    ("en", "rope-base-variants", "pf.rope_wavelengths_figure(128,",
+     "pf.rope_wavelengths_figure(64,"),
+    ("zh", "sinusoidal-definition", "n_positions=50)", "n_positions=20)"),
 ]
 
 

@@ -636,7 +636,7 @@ def test_search_index_holds_the_words_a_reader_reads(site, lang):
     assert not joined, joined[:10]
     # the models table's column headings ("rotated" in English, 旋转 in Chinese)
     word = {"en": "rotat", "zh": "旋转"}[lang]
-    models = index["docnames"].index("models")
+    models = index["docnames"].index("models-reading")
     # (a page's word that is also in one of its headings is listed under titleterms)
     found = [index[part].get(word) for part in ("terms", "titleterms")]
     pages = {p for f in found if f is not None for p in ([f] if isinstance(f, int) else f)}
@@ -838,7 +838,7 @@ def test_zh_special_pages_and_buttons_are_chinese(site):
     text = page.select_one("article, main, body").get_text(" ", strip=True)
     assert "Page not found" not in text and "Unfortunately" not in text, text[:200]
     assert "找不到" in text, text[:200]
-    soup = _soup(site / "zh" / "rope.html")
+    soup = _soup(site / "zh" / "rope-rotation.html")
     binder = soup.select_one("a.btn-launch-binder")
     tips = " ".join(filter(None, [binder.get("title"), binder.get("data-bs-title"),
                                   binder.get("aria-label"), binder.get_text(" ", strip=True)]))
@@ -1106,13 +1106,16 @@ def test_cell_outputs_print_readable_numbers(site):
 
 # -- One citation style -----------------------------------------------------------------
 
+REFERENCE_PAGES = ("references.html", "references-sources.html")
+
+
 def _reference_labels(site: Path, lang: str) -> dict[str, str]:
-    """id -> label ("Su et al., 2021") of each entry of the references page."""
-    soup = _soup(site / lang / "references.html")
+    """page#id -> label ("Su et al., 2021") of each entry of the references pages."""
     labels = {}
-    for entry in soup.select("div.citation[id]"):
-        label = entry.select_one("span.label")
-        labels[entry["id"]] = label.get_text().strip().strip("[]") if label else ""
+    for name in REFERENCE_PAGES:
+        for entry in _soup(site / lang / name).select("div.citation[id]"):
+            label = entry.select_one("span.label")
+            labels[f"{name}#{entry['id']}"] = label.get_text().strip().strip("[]") if label else ""
     return labels
 
 
@@ -1130,9 +1133,9 @@ def test_references_page_is_labelled_as_the_text_cites(site):
         wrong, count = [], 0
         for page in sorted((site / lang).glob("*.html")):
             for cite in _soup(page).select("span.bibtex-citation"):
-                for link in cite.select('a[href*="references.html#"]'):
+                for link in cite.select('a[href*="references"][href*=".html#"]'):
                     count += 1
-                    label = labels.get(link["href"].split("#", 1)[1])
+                    label = labels.get(link["href"].rsplit("/", 1)[-1])
                     text = link.get_text().strip()
                     names = cite.get_text().split("[", 1)[0].strip()
                     if label is None:
@@ -1146,8 +1149,9 @@ def test_references_page_is_labelled_as_the_text_cites(site):
 
 def test_chapters_figures_and_equations_carry_chapter_numbers(site):
     """Chapters are numbered 1, 2, ... across the book's parts (one numbered toctree per
-    part; posenc_book.continue_chapter_numbers), figures and equations by chapter
-    (Fig. 7.3, (7.1)), and a chapter's notebook prints the same equation and figure
+    part; posenc_book.continue_chapter_numbers), a chapter's section pages chapter.section
+    (7.1, 7.2, ...), figures and equations by chapter (Fig. 7.3, (7.1)) and in order across
+    its section pages, and a section's notebook prints the same equation and figure
     numbers as its page."""
     import json
 
@@ -1160,16 +1164,28 @@ def test_chapters_figures_and_equations_carry_chapter_numbers(site):
         assert len(numbered) >= 12, numbered
         chapter = int(_soup(root / "rope.html").select_one("h1 .section-number")
                       .get_text().strip(". "))
-        page = (root / "rope.html").read_text(encoding="utf-8")
-        eqnos = re.findall(r'<span class="eqno">\((\d+)\.(\d+)\)', page)
+        sections = [a["href"] for a in _soup(root / "rope.html").select(
+            "nav.bd-docs-nav li.toctree-l1.current li.toctree-l2 > a")]
+        assert sections[0] == "rope-rotation.html" and len(sections) >= 2, sections
+        eqnos, figs, notebooks = [], [], ""
+        fig = "Fig." if lang == "en" else "图"
+        for number, href in enumerate(sections, start=1):
+            soup = _soup(root / href)
+            assert (soup.select_one("h1 .section-number").get_text().strip(". ")
+                    == f"{chapter}.{number}"), href
+            page = (root / href).read_text(encoding="utf-8")
+            page_eqnos = re.findall(r'<span class="eqno">\((\d+)\.(\d+)\)', page)
+            eqnos += page_eqnos
+            figs += [n for c, n in re.findall(rf"{fig} (\d+)\.(\d+)", page)
+                     if int(c) == chapter and n not in figs]
+            notebook = json.loads((root / "_sources" / href.replace(".html", ".ipynb"))
+                                  .read_text(encoding="utf-8"))
+            text = "".join("".join(c["source"]) for c in notebook["cells"])
+            tags = re.findall(r"\\tag\{(\d+\.\d+)\}", text)
+            assert tags == [f"{c}.{n}" for c, n in page_eqnos], (href, tags, page_eqnos)
+            notebooks += text
         assert eqnos and {int(c) for c, _ in eqnos} == {chapter}, eqnos
         assert [int(n) for _, n in eqnos] == list(range(1, len(eqnos) + 1))
-        fig = "Fig." if lang == "en" else "图"
-        figs = sorted({int(n) for c, n in re.findall(rf"{fig} (\d+)\.(\d+)", page)
-                       if int(c) == chapter})
+        figs = sorted({int(n) for n in figs})
         assert figs and figs == list(range(1, len(figs) + 1)), figs
-        notebook = json.loads((root / "_sources" / "rope.ipynb").read_text(encoding="utf-8"))
-        text = "".join("".join(c["source"]) for c in notebook["cells"])
-        tags = re.findall(r"\\tag\{(\d+\.\d+)\}", text)
-        assert tags == [f"{c}.{n}" for c, n in eqnos], (tags, eqnos)
-        assert f"{fig} {chapter}.1" in text
+        assert f"{fig} {chapter}.1" in notebooks
