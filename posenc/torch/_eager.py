@@ -225,9 +225,12 @@ def rotate_into(x, out, tables, r, layout, rot_off=0):
     cos, sin, cis = tables
     if layout == "interleaved" and cis is None:
         cis = torch.complex(cos, sin)
-    blocks = _blocks(rx.shape[0], seq, d)
-    most = rx[blocks[0]].numel()  # the first block is the largest
-    scratch = _scratch_tensor(most + most // 2 + 1, compute_dtype(x.dtype))
+    if layout == "interleaved" and not lowp:  # one kernel, one pass: nothing to block
+        blocks, scratch = [(slice(None), slice(None))], None
+    else:
+        blocks = _blocks(rx.shape[0], seq, d)
+        most = rx[blocks[0]].numel()  # the first block is the largest
+        scratch = _scratch_tensor(most + most // 2 + 1, compute_dtype(x.dtype))
     cols = slice(rot_off, rot_off + r)
     for b, s in blocks:
         xb, ob = rx[b, s], ro[b, s]

@@ -227,9 +227,9 @@ class RotaryEmbedding(nn.Module):
     max_seq_len : int, default 4096
         Positions cached at construction, ``>= 0``.
     compiled : bool, default False
-        Rotate through :func:`compiled_apply_rope`'s ``torch.compile`` kernel: one pass
-        over memory instead of one to three eager kernels (and no float32 copy for
-        float16/bfloat16), at the price of compiling on first use.
+        Rotate eager calls with the formula compiled by ``torch.compile`` (dynamic
+        shapes), as :func:`compiled_apply_rope` does: one pass over memory, at the price
+        of compiling on first use.
     rope_parameters : mapping or None, default None
         A transformers ``config.rope_parameters`` dict (``rope_type`` one of
         :data:`posenc.ROPE_TYPES`, ``rope_theta`` and that type's keys; see
