@@ -382,19 +382,16 @@ def _apply_rope_2d_torch(x, rows, cols, seq, d, base, layout):
     the whole computation; the eager fast kernels when no transform is active."""
     import torch
 
-    from .torch._eager import _functional_mode, _rotate_eager, _rotate_functional
-    from .torch._tables import _compute_dtype, _inv_freq_tensor
+    from .torch._apply import rotate_tables
+    from .torch._eager import compute_dtype
+    from .torch._tables import inv_freq_tensor
 
     r = _positions_tensor(rows, seq, "rows", x.device)
     c = _positions_tensor(cols, seq, "cols", x.device)
-    omega = _inv_freq_tensor(d // 2, base).to(x.device)  # base ** (-i / (d / 4))
+    omega = inv_freq_tensor(d // 2, base).to(x.device)  # base ** (-i / (d / 4))
     angles = torch.cat((c[:, None] * omega, r[:, None] * omega), dim=-1)  # float64
-    compute = _compute_dtype(x.dtype)
-    cos, sin = angles.cos().to(compute), angles.sin().to(compute)
-    if _functional_mode(x):
-        return _rotate_functional(x, cos, sin, d, layout)
-    tables = torch.complex(cos, sin) if layout == "interleaved" else (cos, sin)
-    return _rotate_eager(x, tables, d, layout)
+    compute = compute_dtype(x.dtype)
+    return rotate_tables(x, (angles.cos().to(compute), angles.sin().to(compute)), d, layout)
 
 
 # --------------------------------------------------------------------------------------
@@ -471,7 +468,7 @@ def _apply_rope_mixed_torch(xt, rows, cols, frequencies, seq):
     ``frequencies``)."""
     import torch
 
-    from .torch._tables import _compute_dtype
+    from .torch._eager import compute_dtype
 
     f = frequencies if isinstance(frequencies, torch.Tensor) else torch.as_tensor(
         np.asarray(frequencies, dtype=np.float64))
@@ -481,7 +478,7 @@ def _apply_rope_mixed_torch(xt, rows, cols, frequencies, seq):
     r = _positions_tensor(rows, seq, "rows", xt.device)
     c = _positions_tensor(cols, seq, "cols", xt.device)
     angles = c[:, None] * f[0].unsqueeze(-2) + r[:, None] * f[1].unsqueeze(-2)
-    compute = _compute_dtype(xt.dtype)
+    compute = compute_dtype(xt.dtype)
     cos, sin = angles.cos().to(compute), angles.sin().to(compute)
     x1, x2 = xt[..., 0::2].to(compute), xt[..., 1::2].to(compute)
     out = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
@@ -912,8 +909,9 @@ def apply_mrope(x: torch.Tensor, position_ids: Positions, *, mrope_section: Sequ
     """
     import torch
 
-    from .torch._eager import _functional_mode, _rotate_functional, _rotate_half_torch
-    from .torch._tables import _compute_dtype, _inv_freq_tensor
+    from .torch._apply import rotate_tables
+    from .torch._eager import compute_dtype
+    from .torch._tables import inv_freq_tensor
 
     b = check_base(base)
     if not isinstance(x, torch.Tensor):
@@ -953,18 +951,14 @@ def apply_mrope(x: torch.Tensor, position_ids: Positions, *, mrope_section: Sequ
     # Tensor operations only from here (no NumPy, no value read): compile, export and
     # vmap over per-sample ids see the whole computation.
     comp = _pair_components_tensor(sec, interleaved, x.device)  # (dim/2,)
-    theta = _inv_freq_tensor(dim, b).to(x.device)
+    theta = inv_freq_tensor(dim, b).to(x.device)
     # ids[comp[i], b, s] for every pair i: (batch, seq, dim/2), angles in float64
     chosen = ids.to(device=x.device, dtype=torch.float64).index_select(0, comp)
     angles = chosen.movedim(0, -1) * theta
-    compute = _compute_dtype(x.dtype)
+    compute = compute_dtype(x.dtype)
     cos = angles.cos().to(compute).unsqueeze(1)
     sin = angles.sin().to(compute).unsqueeze(1)
-    if _functional_mode(x):  # torch.func transforms, forward AD, compile, meta: no out= kernels
-        return _rotate_functional(x, cos, sin, dim, "half")
-    xc = x if x.dtype == compute else x.to(compute)
-    out = _rotate_half_torch(xc, cos, sin, dim)
-    return out if out.dtype == x.dtype else out.to(x.dtype)
+    return rotate_tables(x, (cos, sin), dim, "half")
 
 
 def _pair_components_tensor(sec, interleaved, device):

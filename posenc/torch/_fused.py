@@ -36,13 +36,12 @@ import os
 import numpy as np
 import torch
 
-from ._eager import _rotate_functional, _transformed
-from ._tables import _compute_dtype
+from ._eager import compute_dtype, rotate
 
-__all__ = ["available", "freq_buffer", "rope_one", "rope_one_inplace", "rope_qk", "rope_qk_inplace",
-           "runs_here"]
+__all__ = ["KERNEL_DTYPES", "available", "freq_buffer", "launch", "runs_here"]
 
-_LOWP = (torch.float16, torch.bfloat16, torch.float32)
+#: The dtypes the kernel rotates (in float32); float64 takes the torch formula.
+KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
 #: Whether Triton can be imported (the ``posenc[triton]`` extra); looked up once.
@@ -88,24 +87,23 @@ def runs_here(t: torch.Tensor) -> bool:
 def _reference(x, positions, start, freqs, half, rot_off, inverse):
     """The operators' formula with tensor operations, for devices the kernel cannot run on:
     cos and sin per (position, pair) from float64 angles times the attention factor, then
-    the rotation of :func:`posenc.torch._eager._rotate_functional` (float32 arithmetic for
+    the rotation of :func:`posenc.torch._eager.rotate` (float32 arithmetic for
     float16/bfloat16/float32, one rounding)."""
+    from ._tables import cos_sin64
+
     h = freqs.shape[0] - 1
     seq = x.shape[-2]
     if positions is None:
         p = torch.arange(start, start + seq, dtype=torch.float64, device=x.device)
     else:
         p = positions.to(device=x.device, dtype=torch.float64)
-    angles = p[..., None] * freqs[:h].to(x.device)
-    scale = freqs[h].to(x.device)
-    compute = _compute_dtype(x.dtype)
-    cos = (angles.cos() * scale).to(compute)
-    sin = (angles.sin() * scale).to(compute)
+    freqs = freqs.to(x.device)
+    cos, sin = cos_sin64(p, freqs[:h], freqs[h], compute_dtype(x.dtype))
     if inverse:
         sin = -sin
     if positions is not None and positions.ndim == 2 and x.ndim >= 3:
         cos, sin = cos.unsqueeze(-3), sin.unsqueeze(-3)  # (B, 1, T, h) against (B, H, T, h)
-    return _rotate_functional(x, cos, sin, 2 * h, "half" if half else "interleaved", rot_off)
+    return rotate(x, cos, sin, 2 * h, "half" if half else "interleaved", rot_off)
 
 
 def _launch(q, oq, k, ok, positions, start, freqs, half, rot_off, inverse, traceable=False):
@@ -116,7 +114,8 @@ def _launch(q, oq, k, ok, positions, start, freqs, half, rot_off, inverse, trace
     are not plain tensors (the fake and functional tensors of a trace)
     take the reference formula there.
     """
-    if not (runs_here(q) and q.dtype in _LOWP and (k is None or k.dtype in _LOWP)):
+    if not (runs_here(q) and q.dtype in KERNEL_DTYPES
+            and (k is None or k.dtype in KERNEL_DTYPES)):
         return False
     if _INTERPRET and type(q) is not torch.Tensor:  # noqa: E721 - subclasses: traced
         return False
@@ -266,13 +265,30 @@ def rope_qk_inplace(q, k, positions, start, freqs, half, rot_off):
     return q, k
 
 
-# -- posenc.apply_rope and apply_rope_ on CUDA tensors ------------------------------------
+def launch(xs, offs, outs, positions, start, freqs, half):
+    """Rotate ``xs`` (one tensor, or ``(q, k)``) with the kernel; the route's entry.
+
+    ``outs`` as for :func:`posenc.torch._apply.rope`: None (fresh outputs) or each
+    tensor's output, the tensor itself in place.  ``q`` and ``k`` with their rotated
+    features at the same column go in one launch.
+    """
+    if outs is not None and any(o is not x for o, x in zip(outs, xs)):  # out=: a copy
+        return tuple(o.copy_(y) for o, y in zip(outs, launch(xs, offs, None, positions,
+                                                                start, freqs, half)))
+    if len(xs) == 2 and offs[0] == offs[1]:
+        q, k = xs
+        if outs is not None:
+            return rope_qk_inplace(q, k, positions, start, freqs, half, offs[0])
+        return rope_qk(q, k, positions, start, freqs, half, offs[0])
+    one = rope_one_inplace if outs is not None else rope_one
+    return tuple(one(x, positions, start, freqs, half, off) for x, off in zip(xs, offs))
+
 
 _FREQ_CACHE: dict = {}
 _FREQ_CACHE_SIZE = 32
 
 
-def _apply_freqs(r, base, device):
+def plain_freqs(r, base, device):
     """The float64 buffer of ``inverse_frequencies(r, base)`` and factor 1 on ``device``,
     cached (at most 32 entries; each is ``r/2 + 1`` numbers)."""
     key = (r, base, device)
@@ -316,25 +332,3 @@ def kernel_positions(positions, seq, device):
             and np.array_equal(flat, flat[0] + np.arange(flat.size))):
         return None, int(flat[0]), hi
     return torch.from_numpy(flat.reshape(arr.shape)).to(device), 0, hi
-
-
-def fused_eligible(x) -> bool:
-    """Whether :func:`posenc.apply_rope` of tensor ``x`` takes the fused kernel: a CUDA
-    tensor of float16, bfloat16 or float32 with Triton installed, in eager code or traced
-    by torch.compile/export (not under torch.func transforms or forward-mode AD, which the
-    functional formula serves)."""
-    if not (x.device.type == "cuda" and x.dtype in _LOWP and available()):
-        return False
-    if torch.compiler.is_compiling():
-        return True
-    return not _transformed()
-
-
-def apply_rope_fused(x, positions, base, layout, r, inplace):
-    """:func:`posenc.apply_rope` (``inplace``: :func:`posenc.apply_rope_`) of a CUDA
-    tensor through the kernel; ``r`` is the checked rotated width."""
-    pos, start, _ = kernel_positions(positions, x.shape[-2], x.device)
-    freqs = _apply_freqs(r, base, x.device)
-    if inplace:
-        return rope_one_inplace(x, pos, start, freqs, layout == "half", 0)
-    return rope_one(x, pos, start, freqs, layout == "half", 0)

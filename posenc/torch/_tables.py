@@ -6,9 +6,8 @@ LRU cache shared by every call (:func:`posenc.clear_rope_cache` empties it): for
 ``e^{i m theta}`` (interleaved) or the pair ``(cos, sin)`` (half), built once from float64
 angles (NumPy) and cast to the compute dtype.  Where the cache cannot be used (a graph
 traced by ``torch.compile``/``torch.export``, ``torch.func`` transforms, forward-mode AD,
-meta tensors), :func:`_functional_tables` builds ``(cos, sin)`` of shape
-``(seq, r/2)`` with tensor operations, from the same float64 angles, per (position, pair)
-and never per element of ``x``.
+meta tensors), :meth:`PlainRope.traced_tables` builds ``(cos, sin)`` of shape
+``(seq, r/2)`` with tensor operations (:func:`cos_sin64`), from the same float64 angles.
 """
 
 from __future__ import annotations
@@ -19,9 +18,9 @@ from collections import OrderedDict
 import numpy as np
 import torch
 
-from .._validation import check_positions, check_positions_tensor, check_rotary_dim
-from ..rope import _check_x_shape
+from .._validation import check_positions, check_positions_tensor
 from ..sinusoidal import inverse_frequencies
+from ._eager import Tables
 
 #: At most this many cached tables ...
 _CACHE_SIZE = 64
@@ -41,11 +40,6 @@ def clear() -> None:
         _cache_nbytes = 0
 
 
-def _compute_dtype(dtype):
-    """float32 and float64 are computed in their own precision, float16/bfloat16 in float32."""
-    return dtype if dtype in (torch.float32, torch.float64) else torch.float32
-
-
 def _positions_key(pos, seq):
     """A hashable key for the positions, and the positions as an int64 array (or None)."""
     if pos is None:
@@ -56,32 +50,15 @@ def _positions_key(pos, seq):
     return ("array", arr.tobytes()), arr
 
 
-class _HalfTables(tuple):
-    """The half layout's ``(cos, sin)``, each ``(seq, r/2)``, as views of full-width tables.
-
-    ``wide`` is ``([cos, cos], [-sin, sin])``, each ``(seq, r)``: with them a block is
-    rotated as ``x * [cos, cos] + [x2, x1] * [-sin, sin]``, two kernels over the whole
-    width instead of four over half of it (see :func:`posenc.torch._eager._rotate_into`).  Unpacks as the
-    pair ``(cos, sin)`` wherever a pair is expected.
-    """
-
-    def __new__(cls, cos_wide, sin_wide):
-        h = cos_wide.shape[-1] // 2
-        self = super().__new__(cls, (cos_wide[..., :h], sin_wide[..., h:]))
-        self.wide = (cos_wide, sin_wide)
-        return self
-
-
 def _tables_nbytes(key, value):
-    if isinstance(value, _HalfTables):
-        value = value.wide  # the storage the two views share
-    tensors = value if isinstance(value, tuple) else (value,)
+    tensors = (value.cos, value.sin) if value.cis is None else (value.cis,)
     key_bytes = len(key[0][1]) if key[0][0] == "array" else 0
     return sum(t.numel() * t.element_size() for t in tensors) + key_bytes + 256
 
 
 def _torch_tables(pos_key, pos, seq, r, base, compute_dtype, device, layout):
-    """Cached tables: complex ``(seq, r/2)`` for interleaved, ``(cos, sin)`` for half.
+    """Cached :class:`~posenc.torch._eager.Tables` of shape ``(seq, r/2)``: for the
+    interleaved layout ``cis`` with ``cos`` and ``sin`` its real and imaginary views.
 
     The tables are built outside inference mode (so that a table first built during an
     evaluation pass can be saved for backward by a later training step) and cached under
@@ -102,13 +79,11 @@ def _torch_tables(pos_key, pos, seq, r, base, compute_dtype, device, layout):
             # e^{i m theta} in complex128, cast once to the compute precision.
             cdtype = torch.complex64 if compute_dtype == torch.float32 else torch.complex128
             cis = torch.from_numpy(np.cos(angles) + 1j * np.sin(angles))
-            value = cis.to(device=device, dtype=cdtype)
+            cis = cis.to(device=device, dtype=cdtype)
+            value = Tables(cis.real, cis.imag, cis)
         else:
-            cos, sin = np.cos(angles), np.sin(angles)
-            value = _HalfTables(*(
-                torch.from_numpy(t).to(device=device, dtype=compute_dtype)
-                for t in (np.concatenate((cos, cos), axis=1),
-                          np.concatenate((-sin, sin), axis=1))))
+            value = Tables(*(torch.from_numpy(t).to(device=device, dtype=compute_dtype)
+                             for t in (np.cos(angles), np.sin(angles))))
     nbytes = _tables_nbytes(key, value)
     if nbytes > _CACHE_BYTES:
         return value  # too large to keep: used for this call only
@@ -123,36 +98,18 @@ def _torch_tables(pos_key, pos, seq, r, base, compute_dtype, device, layout):
     return value
 
 
-def _tensor_tables(x, pos, base, rotary_dim, table_layout):
-    """Check a tensor ``x`` and its positions; return ``r`` and the cached tables.
-
-    ``table_layout`` picks the table kind (see :func:`_torch_tables`): ``"interleaved"``
-    gives the complex ``e^{i m theta}``, ``"half"`` the pair ``(cos, sin)``.
-    """
-    if not x.is_floating_point():
-        raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
-    _check_x_shape(tuple(x.shape))
-    r = check_rotary_dim(rotary_dim, x.shape[-1])
-    seq = x.shape[-2]
-    pos_key, pos_arr = _positions_key(pos, seq)
-    tables = _torch_tables(pos_key, pos_arr, seq, r, base, _compute_dtype(x.dtype), x.device,
-                           table_layout)
-    return r, tables
-
-
-def _inv_freq_tensor(r, base):
+def inv_freq_tensor(r, base):
     """``inverse_frequencies(r, base)`` as a float64 CPU tensor.
 
-    Eagerly (``torch.func``, forward AD, meta) and under ``torch.export`` these are the
-    NumPy frequencies of the cached path, bit for bit; inside ``torch.compile`` Dynamo
-    traces the NumPy code into tensor operations, which may differ in the last float64
-    bit (an angle error of about ``m * 1e-16``, invisible below float64 at any practical
-    position).  :class:`posenc.torch.RotaryEmbedding` passes its own copy instead.
+    Eagerly and under ``torch.export`` these are the NumPy frequencies of the cached
+    path, bit for bit; inside ``torch.compile`` Dynamo traces the NumPy code into tensor
+    operations, which may differ in the last float64 bit (an angle error of about
+    ``m * 1e-16``).
     """
     return torch.from_numpy(inverse_frequencies(r, base))
 
 
-def _positions_float64(pos, seq, device):
+def positions_float64(pos, seq, device):
     """Positions as a float64 tensor ``(seq,)`` on ``device``, read by tensor operations.
 
     Checks dtype and shape only (a traced graph must not branch on the values).
@@ -164,27 +121,42 @@ def _positions_float64(pos, seq, device):
         if pos.device.type == "meta" and device.type != "meta":
             raise ValueError(
                 "positions is a meta tensor (it has no values) but x is not; pass real "
-                "positions, or meta x for a shape-only pass"
-            )
+                "positions, or meta x for a shape-only pass")
         return pos.to(device=device, dtype=torch.float64)
     arr = check_positions(pos, seq)
     return torch.from_numpy(arr.astype(np.float64)).to(device)
 
 
-def _functional_tables(x, pos, base, rotary_dim, inv_freq=None):
-    """``r`` and ``(cos, sin)`` of shape ``(seq, r/2)``, built with tensor operations only.
+def cos_sin64(p, inv_freq, factor, dtype):
+    """``factor * cos(p theta)`` and ``factor * sin(p theta)`` from float64 angles, rounded
+    once to ``dtype``: ``p`` float64 ``(...)``, ``inv_freq`` float64 broadcasting against
+    ``(..., r/2)``; the result is ``(..., r/2)``."""
+    angles = p[..., None] * inv_freq.to(p.device)
+    cos, sin = angles.cos(), angles.sin()
+    if not isinstance(factor, float) or factor != 1.0:
+        cos, sin = cos * factor, sin * factor
+    return cos.to(dtype), sin.to(dtype)
 
-    The angles are formed in float64 from the same frequencies as the cached tables, and
-    cast to the compute dtype after ``cos`` and ``sin``; nothing is cached.
-    """
-    if not x.is_floating_point():
-        raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
-    _check_x_shape(tuple(x.shape))
-    r = check_rotary_dim(rotary_dim, int(x.shape[-1]))
-    p = _positions_float64(pos, x.shape[-2], x.device)
-    if inv_freq is None:
-        inv_freq = _inv_freq_tensor(r, base)
-    angles = p[:, None] * inv_freq.to(x.device)[None, :]
-    compute = _compute_dtype(x.dtype)
-    return r, angles.cos().to(compute), angles.sin().to(compute)
 
+class PlainRope:
+    """Where :func:`posenc.apply_rope` takes its tables: frequencies
+    ``inverse_frequencies(r, base)``, attention factor 1, the LRU cache eagerly."""
+
+    static = True
+
+    def __init__(self, r, base):
+        self.r, self.base = r, base
+
+    def eager_tables(self, positions, seq, device, dtype, layout):
+        pos_key, pos_arr = _positions_key(positions, seq)
+        return _torch_tables(pos_key, pos_arr, seq, self.r, self.base, dtype, device, layout)
+
+    def traced_tables(self, positions, seq, device, dtype):
+        p = positions_float64(positions, seq, device)
+        return cos_sin64(p, inv_freq_tensor(self.r, self.base), 1.0, dtype)
+
+    def kernel_args(self, positions, seq, device):
+        from . import _fused
+
+        pos, start, _ = _fused.kernel_positions(positions, seq, device)
+        return pos, start, _fused.plain_freqs(self.r, self.base, device)

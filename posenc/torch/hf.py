@@ -19,7 +19,7 @@ from torch import nn
 
 from .._typing import Layout
 from .._validation import check_layout
-from ._eager import _rotate_functional
+from ._apply import rotate_tables
 from .rope import RotaryEmbedding, _describe, _rope_key
 
 __all__ = ["apply_rotary_pos_emb", "patch", "TransformersRotaryEmbedding"]
@@ -100,7 +100,7 @@ def _rotate_qk(q, k, c, s, r, unsqueeze_dim, layout):
     compute = torch.float64 if wide else torch.float32
     c = c.unsqueeze(unsqueeze_dim).to(compute)
     s = s.unsqueeze(unsqueeze_dim).to(compute)
-    return _rotate_functional(q, c, s, r, layout), _rotate_functional(k, c, s, r, layout)
+    return rotate_tables(q, (c, s), r, layout), rotate_tables(k, (c, s), r, layout)
 
 
 class TransformersRotaryEmbedding(nn.Module):

@@ -1,4 +1,4 @@
-r"""RoPE as a PyTorch module, and the opt-in compiled kernel.
+r"""RoPE as a PyTorch module, and the opt-in compiled formula.
 
 Both, like :func:`posenc.apply_rope` on tensors, are meant to be dropped into a real
 training or serving stack, and keep these guarantees (each has a test in
@@ -35,27 +35,18 @@ training or serving stack, and keep these guarantees (each has a test in
   refuses per-sample positions with a ``ValueError`` rather than guess (tested in
   ``tests/torch/test_transforms.py``).
 
-In plain eager code none of this costs more than a few attribute reads per call: the
-fast kernels (one complex multiply, or three kernels into one output; float16 and
-bfloat16 rotated in float32 block by block and rounded once) are unchanged.
-
-**On a GPU** (CUDA tensors of float16, bfloat16 or float32, Triton installed) the module
-and :func:`posenc.apply_rope` run one fused Triton kernel instead
-(:mod:`posenc.torch._triton`, registered as operators by :mod:`posenc.torch._fused`);
-``RotaryEmbedding(..., backend="torch")`` keeps the path above.  The guarantees hold
-there too: the kernel forms cos and sin from float64 angles, reads no table (memory is
-that of the input, any int64 position), needs no host synchronisation, and is one
-operator with its backward registered (``torch.library.triton_op``): ``torch.export``
-keeps it, and inside ``torch.compile`` Inductor receives the Triton kernel itself and
-launches it from its generated code; ``torch.func`` transforms and forward-mode AD take
-the functional formula.
+Which code rotates a call is decided in one place, :func:`posenc.torch._apply.rope`,
+which :func:`posenc.apply_rope` uses too: posenc's Triton kernel for CUDA tensors
+(``backend="torch"`` keeps it off), the formula :func:`posenc.torch._eager.rotate` for
+traced, transformed, differentiated and small calls, and a blocked CPU kernel for the
+rest.  The guarantees above hold on each of them.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
@@ -72,11 +63,11 @@ from .._validation import (
     check_positions,
     check_positions_tensor,
 )
-from ..rope import apply_rope
 from ..sinusoidal import inverse_frequencies
 from . import _fused
-from ._eager import _functional_mode, _rotate_eager, _rotate_functional, _transformed
-from ._tables import _compute_dtype, _positions_float64, _tensor_tables
+from ._apply import apply_rope_tensor, rope
+from ._eager import Tables
+from ._tables import cos_sin64, positions_float64
 
 __all__ = ["RotaryEmbedding", "compiled_apply_rope"]
 
@@ -91,15 +82,9 @@ _GROW_LOCK = threading.Lock()
 #: Position dtypes read on their device (``aminmax``, indexing); others go through NumPy.
 _FAST_POSITION_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
-#: Sequence length from which ``(batch, seq)`` positions are rotated sample by sample
-#: (each on the blocked kernels) rather than by one broadcast formula over the batch.
-_ROWS_PER_SAMPLE = 64
 
-#: Input dtypes of the eager decoding step (:meth:`RotaryEmbedding._decode_step`).
-_DECODE_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-
-#: Input dtypes the fused kernel rotates (computing in float32); float64 takes the torch path.
-_FUSED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+def _ndim(positions):
+    return positions.ndim if torch.is_tensor(positions) else np.ndim(positions)
 
 
 def _next_pow2(n):
@@ -242,9 +227,9 @@ class RotaryEmbedding(nn.Module):
     max_seq_len : int, default 4096
         Positions cached at construction, ``>= 0``.
     compiled : bool, default False
-        Rotate through :func:`compiled_apply_rope`'s ``torch.compile`` kernel: one pass
-        over memory instead of one to three eager kernels (and no float32 copy for
-        float16/bfloat16), at the price of compiling on first use.
+        Rotate eager calls with the formula compiled by ``torch.compile`` (dynamic
+        shapes), as :func:`compiled_apply_rope` does: one pass over memory, at the price
+        of compiling on first use.
     rope_parameters : mapping or None, default None
         A transformers ``config.rope_parameters`` dict (``rope_type`` one of
         :data:`posenc.ROPE_TYPES`, ``rope_theta`` and that type's keys; see
@@ -514,14 +499,10 @@ class RotaryEmbedding(nn.Module):
                 f"position_ids must be an integer tensor, got {got}; "
                 "pass e.g. torch.arange(seq)[None]")
         flat = position_ids.reshape(-1)
-        inv_freq = self._functional_frequencies(flat, flat.shape[0]).to(position_ids.device)
-        angles = position_ids.to(torch.float64)[..., None] * inv_freq
-        angles = torch.cat((angles, angles), dim=-1)
-        cos, sin = angles.cos(), angles.sin()
-        if self.attention_factor != 1.0:
-            cos, sin = cos * self.attention_factor, sin * self.attention_factor
-        dtype = torch.float32 if dtype is None else dtype
-        return cos.to(dtype), sin.to(dtype)
+        inv_freq = self._functional_frequencies(flat, flat.shape[0])
+        cos, sin = cos_sin64(position_ids.to(torch.float64), inv_freq, self.attention_factor,
+                             torch.float32 if dtype is None else dtype)
+        return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
 
     def _set_frequencies(self, rope_parameters, max_position_embeddings, layer_type,
                          base_given):
@@ -687,6 +668,9 @@ class RotaryEmbedding(nn.Module):
             check_positions_tensor(positions, seq)
             if seq == 0:
                 return positions, 0, 0
+            if seq <= 8 and positions.device.type == "cpu":  # a decoding step: no kernel
+                values = positions.tolist()
+                return positions, min(values), max(values)
             lo, hi = (int(t) for t in torch.aminmax(positions))
             return positions, lo, hi
         arr = check_positions(positions, seq)  # lists, arrays, uint64: int64 NumPy
@@ -726,14 +710,6 @@ class RotaryEmbedding(nn.Module):
             cos, sin = self._grow(hi + 1, device)
         idx = idx.to(device=cos.device, dtype=torch.long)
         return cos[idx], sin[idx]
-
-    def _rotate(self, x, cos, sin):
-        compute = _compute_dtype(x.dtype)
-        cos, sin = cos.to(device=x.device, dtype=compute), sin.to(device=x.device, dtype=compute)
-        if self.compiled:
-            return _compiled_kernel(self.layout)(x, cos, sin, self.dim)
-        tables = torch.complex(cos, sin) if self.layout == "interleaved" else (cos, sin)
-        return _rotate_eager(x, tables, self.dim, self.layout)
 
     def _functional_frequencies(self, positions, seq):
         """The call's frequencies where the values of ``positions`` may not be read.
@@ -778,22 +754,58 @@ class RotaryEmbedding(nn.Module):
             )
         return self._call_frequencies(int(pos.max()) + 1)
 
-    def _forward_functional(self, q, k, positions):
-        """Traced, transformed or meta calls: cos and sin from the positions, no table."""
-        seq = q.shape[-2]
-        inv_freq = self._functional_frequencies(positions, seq)
-        p = _positions_float64(positions, seq, q.device)
-        angles = p[:, None] * inv_freq.to(q.device)[None, :]
-        out = []
-        for x in (q, k):
-            compute = _compute_dtype(x.dtype)
-            cos, sin = angles.cos(), angles.sin()
-            if self.attention_factor != 1.0:
-                cos, sin = cos * self.attention_factor, sin * self.attention_factor
-            cos = cos.to(device=x.device, dtype=compute)
-            sin = sin.to(device=x.device, dtype=compute)
-            out.append(_rotate_functional(x, cos, sin, self.dim, self.layout))
-        return tuple(out)
+    # -- where the route takes the tables (see posenc.torch._apply) ----------------------
+
+    @property
+    def static(self) -> bool:
+        """Whether the frequencies are fixed (the kernel may be traced with them)."""
+        return self.rope_type not in ("dynamic", "longrope")
+
+    def eager_tables(self, positions, seq, device, dtype, layout):
+        """The call's :class:`~posenc.torch._eager.Tables` from the cached table."""
+        if positions is None or _ndim(positions) == 1:
+            return Tables(*self._cos_sin(positions, seq, device, dtype))
+        pos = self._rows(positions)
+        if pos.shape[0] == 1 or bool((pos == pos[:1]).all()):  # rows all equal: one row
+            return Tables(*self._cos_sin(pos[0], seq, device, dtype))
+        b = pos.shape[0]
+        cos, sin = self._cos_sin(pos.reshape(-1), b * seq, device, dtype)
+        return Tables(cos.reshape(b, 1, seq, -1), sin.reshape(b, 1, seq, -1))
+
+    def traced_tables(self, positions, seq, device, dtype):
+        """cos and sin from the positions by tensor operations (traced, transformed, meta)."""
+        rows = positions is not None and _ndim(positions) == 2
+        if rows:
+            pos = self._rows(positions)
+            inv_freq = self._functional_frequencies(pos.reshape(-1), pos.numel())
+            if pos.is_meta and device.type != "meta":
+                raise ValueError(
+                    "positions is a meta tensor (it has no values) but q is not; pass real "
+                    "positions, or meta q and k for a shape-only pass")
+            p = pos.to(device=device, dtype=torch.float64)
+        else:
+            inv_freq = self._functional_frequencies(positions, seq)
+            p = positions_float64(positions, seq, device)
+        cos, sin = cos_sin64(p, inv_freq, self.attention_factor, dtype)
+        if rows:
+            cos, sin = cos.unsqueeze(-3), sin.unsqueeze(-3)  # (batch, 1, seq, dim/2)
+        return cos, sin
+
+    def kernel_args(self, positions, seq, device):
+        """(positions tensor or None, start, frequency buffer) for the Triton kernel."""
+        pos, start, hi = _fused.kernel_positions(positions, seq, device)
+        inv_freq = self._inv_freq
+        if not self.static and seq:
+            inv_freq = self._call_frequencies((int(pos.max()) if hi is None else hi) + 1)
+        return pos, start, self._freq_buffer(device, inv_freq)
+
+    @staticmethod
+    def _rows(positions):
+        """``(batch, seq)`` positions as an integer tensor."""
+        if torch.is_tensor(positions) and positions.dtype in _FAST_POSITION_DTYPES:
+            return positions
+        arr = positions.numpy() if torch.is_tensor(positions) else np.asarray(positions)
+        return torch.from_numpy(check_positions(arr.reshape(-1), arr.size).reshape(arr.shape))
 
     def forward(self, q: torch.Tensor, k: torch.Tensor,
                 positions: Positions | None = None, *, inplace: bool = False,
@@ -830,10 +842,18 @@ class RotaryEmbedding(nn.Module):
                 q2, k2 = self.forward(q.movedim(axis, -2), k.movedim(axis, -2), positions,
                                       inplace=inplace)
                 return (q, k) if inplace else (q2.movedim(-2, axis), k2.movedim(-2, axis))
-        if not inplace and positions is not None:
-            fast = self._decode_step(q, k, positions)
-            if fast is not None:
-                return fast
+        inplace = check_bool(inplace, "inplace")
+        self._check_inputs(q, k, positions)
+        offs = (0, 0)
+        if self.rotary_slice == "last":
+            offs = (q.shape[-1] - self.dim, k.shape[-1] - self.dim)
+        q2, k2 = rope((q, k), offs, positions, self, self.dim, self.layout,
+                      outs=(q, k) if inplace else None, backend=self.backend,
+                      compiled=self.compiled)
+        return q2, k2
+
+    def _check_inputs(self, q, k, positions):
+        """q, k and the shape and dtype of positions, for :meth:`forward`."""
         sliced = self.rotary_slice != "all"
         for name, t in (("q", q), ("k", k)):
             if not torch.is_tensor(t) or not t.is_floating_point():
@@ -848,121 +868,31 @@ class RotaryEmbedding(nn.Module):
             raise ValueError(
                 f"q and k must have the same sequence length, got {seq} and {k.shape[-2]}"
             )
-        per_sample = False
-        if positions is not None:
-            shape = tuple(positions.shape) if torch.is_tensor(positions) else np.shape(positions)
-            if len(shape) == 2 and shape[1] == seq:
-                if q.ndim != 4 or k.ndim != 4 or not shape[0] == q.shape[0] == k.shape[0]:
-                    raise ValueError(
-                        f"positions of shape {shape} (one row per sample) need q and k of "
-                        f"shape (batch={shape[0]}, heads, seq={seq}, dim), got "
-                        f"{tuple(q.shape)} and {tuple(k.shape)}"
-                    )
-                per_sample = True
-            elif len(shape) != 1 or shape[0] != seq:
-                hint = ""
-                if shape and shape[-1] in q.shape[:-2]:
-                    hint = (f"; q's axis {list(q.shape).index(shape[-1])} has that length: for "
-                            "(batch, seq, heads, dim) tensors pass seq_dim=1")
-                raise ValueError(
-                    f"positions must have shape ({seq},) (the sequence length, q.shape[-2]) "
-                    f"or (batch, {seq}), got {shape}{hint}"
-                )
-        if check_bool(inplace, "inplace"):
-            return self._forward_inplace(q, k, positions, per_sample)
-        if self._fused_route(q, k):
-            return self._forward_fused(q, k, positions, False)
-        if per_sample:
-            return self._forward_per_sample(q, k, positions)
-        if sliced:
-            (q_keep, q_rot), (k_keep, k_rot) = self._split(q), self._split(k)
-            q_rot, k_rot = self._rotate_pair(q_rot, k_rot, positions)
-            return self._join(q_keep, q_rot), self._join(k_keep, k_rot)
-        return self._rotate_pair(q, k, positions)
-
-    # -- a decoding step on the CPU: the fewest Python calls ---------------------------------
-
-    def _decode_step(self, q, k, positions):
-        """The common eager call with a few positions (a decoding step), or None.
-
-        Eager float32, float16 or bfloat16 CPU tensors of width ``dim``, an int64 CPU
-        tensor of at most 8 positions ``(seq,)`` or ``(batch, seq)`` inside the table, a
-        static rope type, no transform active: the same products as the table path (two
-        ``addcmul`` and a ``cat``, or one complex multiply, in float32), with the checks
-        done once and no intermediate layers.  Anything else returns None and takes the
-        general path, which checks and explains.
-        """
-        if not (type(q) is torch.Tensor and type(k) is torch.Tensor  # noqa: E721
-                and type(positions) is torch.Tensor):  # noqa: E721
-            return None
-        cos, sin = self.cos, self.sin
-        rows = positions.ndim == 2
-        if rows and not (q.ndim == 4 and k.ndim == 4 and positions.shape[0] == q.shape[0]
-                         == k.shape[0]):
-            return None
-        if (positions.dtype != torch.int64 or positions.ndim not in (1, 2) or positions.is_cuda
-                or q.dtype not in _DECODE_DTYPES or k.dtype != q.dtype
-                or q.device.type != "cpu" or k.device.type != "cpu" or positions.is_meta
-                or cos.device.type != "cpu" or self.rope_type in ("dynamic", "longrope")
-                or self.rotary_slice != "all" or self.compiled or self.backend == "triton"):
-            return None
-        seq, d = q.shape[-2:] if q.ndim >= 2 else (-1, -1)
-        if (d != self.dim or k.ndim < 2 or k.shape[-1] != d or k.shape[-2] != seq
-                or positions.shape[-1] != seq or seq > 8 or seq == 0):
-            return None
-        if torch.compiler.is_compiling() or _transformed():
-            return None
-        pos = positions.reshape(-1).tolist()
-        lo, hi = min(pos), max(pos)
-        if lo < 0 or hi >= min(cos.shape[0], sin.shape[0]):
-            return None
-        if rows:  # one row per sample, broadcast over the heads
-            c, s_ = cos[positions].unsqueeze(1), sin[positions].unsqueeze(1)
-        elif hi - lo == seq - 1 and pos[0] == lo and pos[-1] == hi:  # a run: views
-            c, s_ = cos[lo:hi + 1], sin[lo:hi + 1]
+        if positions is None:
+            return
+        if torch.is_tensor(positions):
+            shape = tuple(positions.shape)
+            if (positions.is_floating_point() or positions.is_complex()
+                    or positions.dtype == torch.bool):
+                raise TypeError(f"positions must have an integer dtype, got {positions.dtype}")
         else:
-            c, s_ = cos[positions], sin[positions]
-        h = d // 2
-        low = q.dtype != torch.float32  # float16/bfloat16: rotated in float32, rounded once
-        if self.layout == "half":
-            out = []
-            for x in (q, k):
-                x = x.float() if low else x
-                x1, x2 = x[..., :h], x[..., h:]
-                y = torch.cat((torch.addcmul(x1 * c, x2, s_, value=-1),
-                               torch.addcmul(x2 * c, x1, s_)), dim=-1)
-                out.append(y.to(q.dtype) if low else y)
-            return out[0], out[1]
-        cis = torch.complex(c, s_)
-        out = []
-        for x in (q, k):
-            try:
-                xc = torch.view_as_complex((x.float() if low else x).unflatten(-1, (h, 2)))
-            except RuntimeError:
-                return None  # strides a complex view cannot express
-            y = torch.view_as_real(xc * cis).flatten(-2)
-            out.append(y.to(q.dtype) if low else y)
-        return out[0], out[1]
-
-    # -- the fused Triton path and per-sample positions ------------------------------------
-
-    def _fused_route(self, q, k):
-        """Whether this call runs the fused kernel (:mod:`posenc.torch._fused`)."""
-        backend = self.backend
-        if backend == "torch" or self.compiled:
-            return False
-        if q.dtype not in _FUSED_DTYPES or k.dtype not in _FUSED_DTYPES:
-            return False  # float64: the torch path, float64 tables for the call
-        if backend == "auto" and not (q.is_cuda and k.is_cuda and _fused.available()):
-            return False
-        if backend == "triton" and not (_fused.runs_here(q) and _fused.runs_here(k)):
+            shape = np.shape(positions)
+        if len(shape) == 2 and shape[1] == seq:
+            if q.ndim != 4 or k.ndim != 4 or not shape[0] == q.shape[0] == k.shape[0]:
+                raise ValueError(
+                    f"positions of shape {shape} (one row per sample) need q and k of "
+                    f"shape (batch={shape[0]}, heads, seq={seq}, dim), got "
+                    f"{tuple(q.shape)} and {tuple(k.shape)}"
+                )
+        elif len(shape) != 1 or shape[0] != seq:
+            hint = ""
+            if shape and shape[-1] in q.shape[:-2]:
+                hint = (f"; q's axis {list(q.shape).index(shape[-1])} has that length: for "
+                        "(batch, seq, heads, dim) tensors pass seq_dim=1")
             raise ValueError(
-                "backend='triton' runs on CUDA tensors (or on CPU tensors under Triton's "
-                f"interpreter, TRITON_INTERPRET=1), got q on {q.device}, k on {k.device}"
+                f"positions must have shape ({seq},) (the sequence length, q.shape[-2]) "
+                f"or (batch, {seq}), got {shape}{hint}"
             )
-        if torch.compiler.is_compiling():
-            return self.rope_type not in ("dynamic", "longrope")
-        return not _transformed()
 
     def _freq_buffer(self, device, inv_freq=None):
         """The kernel's float64 (frequencies, attention factor) on ``device``: the
@@ -974,165 +904,6 @@ class RotaryEmbedding(nn.Module):
             inv_freq = self._inv_freq
         with torch.inference_mode(False):
             return _fused.freq_buffer(inv_freq, self.attention_factor, device)
-
-    def _fused_positions(self, positions, seq, device):
-        """(positions tensor or None, start) for the kernel, and the call's frequencies."""
-        inv_freq = self._inv_freq
-        if positions is None:
-            pos, start = None, 0
-            if self.rope_type in ("dynamic", "longrope") and seq:
-                inv_freq = self._call_frequencies(seq)
-        elif torch.is_tensor(positions) and positions.dtype in _FAST_POSITION_DTYPES:
-            if positions.device.type == "meta":
-                raise ValueError(
-                    "positions is a meta tensor (it has no values) but q is not; pass real "
-                    "positions, or meta q and k for a shape-only pass")
-            pos, start = positions.to(device), 0
-            if self.rope_type in ("dynamic", "longrope") and pos.numel():
-                inv_freq = self._call_frequencies(int(pos.max()) + 1)
-        else:
-            arr = np.asarray(positions) if not torch.is_tensor(positions) else positions
-            flat = check_positions(np.reshape(arr, -1) if not torch.is_tensor(arr)
-                                   else arr.reshape(-1), int(np.prod(np.shape(arr))))
-            if self.rope_type in ("dynamic", "longrope") and flat.size:
-                inv_freq = self._call_frequencies(int(flat.max()) + 1)
-            if (flat.size and np.ndim(arr) == 1
-                    and np.array_equal(flat, flat[0] + np.arange(flat.size))
-                    and abs(int(flat[-1])) < 2**53):
-                pos, start = None, int(flat[0])  # a run, e.g. a KV-cache offset: no copy
-            else:
-                pos, start = torch.from_numpy(flat.reshape(np.shape(arr))).to(device), 0
-        return pos, start, inv_freq
-
-    def _forward_fused(self, q, k, positions, inplace):
-        pos, start, inv_freq = self._fused_positions(positions, q.shape[-2], q.device)
-        freqs = self._freq_buffer(q.device, inv_freq)
-        off = q.shape[-1] - self.dim if self.rotary_slice == "last" else 0
-        off_k = k.shape[-1] - self.dim if self.rotary_slice == "last" else 0
-        half = self.layout == "half"
-        if off != off_k:  # rotated features at different columns of q and k: two launches
-            if inplace:
-                return (_fused.rope_one_inplace(q, pos, start, freqs, half, off),
-                        _fused.rope_one_inplace(k, pos, start, freqs, half, off_k))
-            return (_fused.rope_one(q, pos, start, freqs, half, off),
-                    _fused.rope_one(k, pos, start, freqs, half, off_k))
-        if inplace:
-            return _fused.rope_qk_inplace(q, k, pos, start, freqs, half, off)
-        return _fused.rope_qk(q, k, pos, start, freqs, half, off)
-
-    def _forward_per_sample(self, q, k, positions):
-        """Positions ``(batch, seq)`` on the torch path.
-
-        Eagerly, rows that are all equal are one ``(seq,)`` call, and other rows read
-        the table (computed for the call where it has no row) and broadcast over the
-        heads.  Traced or transformed calls form float64 angles per sample.
-        """
-        if torch.is_tensor(positions) and positions.dtype in _FAST_POSITION_DTYPES:
-            pos = positions
-        else:
-            arr = positions.numpy() if torch.is_tensor(positions) else np.asarray(positions)
-            pos = torch.from_numpy(
-                check_positions(arr.reshape(-1), arr.size).reshape(arr.shape))
-        if not (_functional_mode(q) or _functional_mode(k) or pos.is_meta):
-            if pos.shape[0] == 1 or bool((pos == pos[:1]).all()):
-                return self.forward(q, k, pos[0])
-            b, seq = pos.shape
-            if seq >= _ROWS_PER_SAMPLE:  # long rows: each sample on the fast kernels
-                pairs = [self.forward(q[i], k[i], pos[i]) for i in range(b)]
-                return torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs])
-            wide = torch.float64 in (q.dtype, k.dtype)
-            cos, sin = self._cos_sin(pos.reshape(-1), b * seq, q.device,
-                                     torch.float64 if wide else torch.float32)
-            cos, sin = cos.reshape(b, 1, seq, -1), sin.reshape(b, 1, seq, -1)
-            out = []
-            for x in (q, k):
-                off = x.shape[-1] - self.dim if self.rotary_slice == "last" else 0
-                compute = _compute_dtype(x.dtype)
-                out.append(_rotate_functional(x, cos.to(compute), sin.to(compute), self.dim,
-                                              self.layout, off))
-            return tuple(out)
-        if self.rope_type == "dynamic":
-            inv_freq = self._functional_frequencies(pos.reshape(-1), pos.numel())
-        elif self.rope_type == "longrope":  # transformers: the longest row picks the set
-            inv_freq = self._functional_frequencies(pos.reshape(-1), pos.numel())
-        else:
-            inv_freq = self._inv_freq
-        freqs = _fused.freq_buffer(inv_freq, self.attention_factor)
-        half = self.layout == "half"
-        out = []
-        for x in (q, k):
-            off = x.shape[-1] - self.dim if self.rotary_slice == "last" else 0
-            out.append(_fused._reference(x, pos, 0, freqs, half, off, False))
-        return tuple(out)
-
-    def _forward_inplace(self, q, k, positions, per_sample):
-        if self._fused_route(q, k):
-            return self._forward_fused(q, k, positions, True)
-        q2, k2 = (self._forward_per_sample(q, k, positions) if per_sample
-                  else self.forward(q, k, positions))
-        q.copy_(q2)
-        k.copy_(k2)
-        return q, k
-
-    def _split(self, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(features passed through, features rotated) under ``rotary_slice``."""
-        d, width = self.dim, t.shape[-1]
-        if self.rotary_slice == "first":
-            return t[..., d:], t[..., :d]
-        return t[..., :width - d], t[..., width - d:]
-
-    def _join(self, keep: torch.Tensor, rot: torch.Tensor) -> torch.Tensor:
-        if keep.shape[-1] == 0:
-            return rot
-        parts = (rot, keep) if self.rotary_slice == "first" else (keep, rot)
-        return torch.cat(parts, dim=-1)
-
-    def _rotate_pair(self, q, k, positions):
-        if _functional_mode(q) or k.is_meta:  # the other conditions are global state
-            return self._forward_functional(q, k, positions)
-        wide = torch.float64 in (q.dtype, k.dtype)
-        cos, sin = self._cos_sin(positions, q.shape[-2], q.device,
-                                 torch.float64 if wide else torch.float32)
-        return self._rotate(q, cos, sin), self._rotate(k, cos, sin)
-
-
-# -- the opt-in compiled kernel ------------------------------------------------------------
-
-
-def _rope_kernel_half(x, cos, sin, r: int):
-    """The half layout as one expression, which ``torch.compile`` fuses into one loop.
-
-    ``cos`` and ``sin`` have shape ``(seq, r/2)`` in the compute dtype (float32 for
-    float16/bfloat16 input): the loop reads ``x`` once, computes in that precision and
-    writes the output once, rounding once.
-    """
-    h = r // 2
-    xr = x[..., :r].to(cos.dtype)
-    x1, x2 = xr[..., :h], xr[..., h:]
-    rot = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
-    return rot if r == x.shape[-1] else torch.cat((rot, x[..., r:]), dim=-1)
-
-
-def _rope_kernel_interleaved(x, cos, sin, r: int):
-    """The interleaved layout as one expression (see :func:`_rope_kernel_half`)."""
-    h = r // 2
-    x1, x2 = x[..., :r].to(cos.dtype).unflatten(-1, (h, 2)).unbind(-1)
-    rot = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
-    rot = rot.to(x.dtype)
-    return rot if r == x.shape[-1] else torch.cat((rot, x[..., r:]), dim=-1)
-
-
-# One compiled function per layout, so that each keeps its own (small) set of compiled
-# variants: dtypes, rotated widths, and static then dynamic sequence lengths.
-_COMPILED: dict[str, Callable[..., torch.Tensor]] = {}
-
-
-def _compiled_kernel(layout):
-    fn = _COMPILED.get(layout)
-    if fn is None:
-        body = _rope_kernel_half if layout == "half" else _rope_kernel_interleaved
-        fn = _COMPILED[layout] = torch.compile(body, dynamic=True)
-    return fn
 
 
 def compiled_apply_rope(x: torch.Tensor, positions: Positions | None = None, *,
@@ -1194,8 +965,4 @@ def compiled_apply_rope(x: torch.Tensor, positions: Positions | None = None, *,
     if not torch.is_tensor(x) or not x.is_floating_point():
         raise TypeError(f"x must be a floating-point torch.Tensor, got "
                         f"{x.dtype if torch.is_tensor(x) else type(x).__name__}")
-    if _functional_mode(x):  # inside a compiled graph, a torch.func transform, ...
-        return apply_rope(x, positions, base=b, layout=layout, rotary_dim=rotary_dim)
-    # real cos/sin tables for both layouts: the compiler fuses them, no complex numbers
-    r, (cos, sin) = _tensor_tables(x, positions, b, rotary_dim, "half")
-    return _compiled_kernel(layout)(x, cos, sin, r)
+    return apply_rope_tensor(x, positions, b, layout, rotary_dim, compiled=True)

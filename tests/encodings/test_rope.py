@@ -359,7 +359,8 @@ def test_blocking_does_not_change_a_bit(monkeypatch, layout, block):
     x = base.transpose(1, 2)  # (2, 3, 40, 16), not contiguous
     pos = torch.arange(7, 47)
     whole = apply_rope(x, pos, layout=layout, rotary_dim=12)  # one block
-    monkeypatch.setattr(rope_mod, "_LOWP_BLOCK", block)
+    monkeypatch.setattr(rope_mod, "_BLOCK", block)
+    monkeypatch.setattr("posenc.torch._apply._SMALL", 0)
     blocked = apply_rope(x, pos, layout=layout, rotary_dim=12)
     assert torch.equal(blocked, whole)
     assert blocked.is_contiguous()
@@ -367,18 +368,18 @@ def test_blocking_does_not_change_a_bit(monkeypatch, layout, block):
 
 def test_low_precision_blocks_cover_every_row_once():
     from posenc.torch import _eager as rope_mod
-    from posenc.torch._eager import _lowp_blocks
+    from posenc.torch._eager import _blocks
 
     for n_rows, seq, d, block in [(6, 40, 16, 64), (6, 40, 16, 640), (6, 40, 16, 10**6),
                                   (1, 1, 2, 1), (3, 5, 4, 7)]:
         seen = np.zeros((n_rows, seq), dtype=int)
-        old = rope_mod._LOWP_BLOCK
-        rope_mod._LOWP_BLOCK = block
+        old = rope_mod._BLOCK
+        rope_mod._BLOCK = block
         try:
-            for b, s in _lowp_blocks(n_rows, seq, d):
+            for b, s in _blocks(n_rows, seq, d):
                 seen[b, s] += 1
         finally:
-            rope_mod._LOWP_BLOCK = old
+            rope_mod._BLOCK = old
         assert (seen == 1).all(), (n_rows, seq, d, block)
 
 

@@ -223,17 +223,24 @@ def test_gradcheck_float64_reference_path(layout):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_apply_rope_fused_entry(device):
-    """posenc.apply_rope / apply_rope_ of a CUDA tensor go through apply_rope_fused."""
+def test_apply_rope_kernel_entry(device):
+    """posenc.apply_rope / apply_rope_ of a CUDA tensor: the route's kernel entry."""
+    from posenc.torch._apply import rope
+    from posenc.torch._tables import PlainRope
+
+    def apply_rope_fused(x, pos, base, layout, r, inplace):
+        return rope((x,), (0,), pos, PlainRope(r, base), r, layout,
+                    outs=(x,) if inplace else None, backend="triton")[0]
+
     g = torch.Generator().manual_seed(6)
     x = torch.randn(2, 3, 6, 16, generator=g).to(device)
     for layout in ("half", "interleaved"):
-        y = _fused.apply_rope_fused(x, [5, 6, 7, 8, 9, 10], 500.0, layout, 12, False)
+        y = apply_rope_fused(x, [5, 6, 7, 8, 9, 10], 500.0, layout, 12, False)
         want = posenc.apply_rope(x.double().cpu().numpy(), [5, 6, 7, 8, 9, 10], base=500.0,
                                  layout=layout, rotary_dim=12)
         _check(y, want, torch.float32)
         x2 = x.clone()
-        assert _fused.apply_rope_fused(x2, None, 500.0, layout, 16, True) is x2
+        assert apply_rope_fused(x2, None, 500.0, layout, 16, True) is x2
         _check(x2, posenc.apply_rope(x.double().cpu().numpy(), base=500.0, layout=layout),
                torch.float32)
 

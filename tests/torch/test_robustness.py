@@ -134,13 +134,13 @@ def test_far_positions_do_not_grow_the_table(layout):
 
 
 def _cache_bytes():
-    total = 0
-    for value in rope_tables._cache.values():
-        tables = value[0] if isinstance(value, tuple) and len(value) == 2 and isinstance(
-            value[1], int) else value
-        for t in (tables if isinstance(tables, tuple) else (tables,)):
-            total += t.numel() * t.element_size()
-    return total
+    """Bytes of the cached tables' storages (cos and sin may view one complex table)."""
+    storages = {}
+    for tables, _ in rope_tables._cache.values():
+        for t in tables:
+            if t is not None:
+                storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    return sum(storages.values())
 
 
 def test_apply_rope_cache_is_bounded_in_bytes():

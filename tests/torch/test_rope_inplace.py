@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import posenc
 from posenc import apply_rope, apply_rope_
+from posenc.torch import _apply as rope_apply
 from posenc.torch import _eager as rope_eager
 
 LAYOUTS = ["interleaved", "half"]
@@ -36,7 +37,8 @@ def blocks(request, monkeypatch):
     """Run a test with the default block size and with tiny blocks (many of them, some
     cutting a sequence), so that the block loop is exercised on small tensors."""
     if request.param == "many blocks":
-        monkeypatch.setattr(rope_eager, "_INTO_BLOCK", 48)
+        monkeypatch.setattr(rope_eager, "_BLOCK", 48)
+        monkeypatch.setattr(rope_apply, "_SMALL", 0)
     return request.param
 
 
@@ -67,7 +69,8 @@ def test_out_and_in_place_equal_apply_rope_bit_for_bit(dtype, layout, rotary_dim
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_long_sequence_cut_into_blocks(layout, monkeypatch):
-    monkeypatch.setattr(rope_eager, "_INTO_BLOCK", 1 << 10)
+    monkeypatch.setattr(rope_eager, "_BLOCK", 1 << 10)
+    monkeypatch.setattr(rope_apply, "_SMALL", 0)
     for dtype in (torch.float32, torch.bfloat16):
         x = _randn(1, 3000, 8, dtype=dtype)  # 24000 elements in rows of 3000 positions
         want = apply_rope(x, torch.arange(7, 3007), layout=layout)
@@ -469,13 +472,13 @@ def test_in_place_equals_out_of_place_everywhere(dtype, layout, d, seq, lead, ro
     else:
         owner = x = torch.zeros(shape, dtype=dtype)
     x.copy_(values)
-    want = apply_rope(values, layout=layout, rotary_dim=rotary_dim)
-    old = rope_eager._INTO_BLOCK
-    rope_eager._INTO_BLOCK = block
+    old = rope_eager._BLOCK, rope_apply._SMALL
+    rope_eager._BLOCK, rope_apply._SMALL = block, 0
     try:
+        want = apply_rope(values, layout=layout, rotary_dim=rotary_dim)
         assert apply_rope_(x, layout=layout, rotary_dim=rotary_dim) is x
     finally:
-        rope_eager._INTO_BLOCK = old
+        rope_eager._BLOCK, rope_apply._SMALL = old
     if memory == "contiguous" or dtype not in (torch.float32, torch.float64):
         assert torch.equal(x, want)
     else:  # the scalar loop of a strided complex multiply may differ in the last bit
