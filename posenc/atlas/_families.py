@@ -202,6 +202,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
              "num_hidden_layers": 24, "max_position_embeddings": 128000, "sliding_window": 256,
              "rope_theta": 1000000.0},
     "mimo_v2_flash": {"_source": "models/mimo_v2_flash/modeling_mimo_v2_flash.py",
+                      "_fills_theta": False,
                       "_layer_types": ("every", 6, "full_attention", "sliding_attention", None),
                       "_default_rope": {
                           "full_attention": {"rope_type": "default", "rope_theta": 5000000.0,
@@ -497,6 +498,49 @@ FAMILIES: dict[str, dict[str, Any]] = {
              "_layer_types": ("indices", "full_attention", "conv", "full_attn_idxs", True),
              "_no_attention": ("conv",), "hidden_size": 2560, "num_attention_heads": 32,
              "num_hidden_layers": 32, "max_position_embeddings": 128000, "rope_theta": 1000000.0},
+    # rope_parameters keyed by layer type, filled by no converter: each used dict names its
+    # own base (``_fills_theta`` False), as the class's convert_rope_params_to_dict does nothing
+    "laguna": {"_source": "models/laguna/modeling_laguna.py", "_fills_theta": False,
+               "_layer_types": ("all", "full_attention"),
+               "_default_rope": {"full_attention": {"rope_type": "default", "rope_theta": 500000.0,
+                                                    "partial_rotary_factor": 0.5},
+                                 "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0,
+                                                       "partial_rotary_factor": 1.0}},
+               "head_dim": 128, "hidden_size": 2048, "num_attention_heads": 48,
+               "num_hidden_layers": 40, "max_position_embeddings": 131072, "sliding_window": 512,
+               "rope_theta": 10000.0},
+    "mellum": {"_source": "models/mellum/modeling_mellum.py", "_fills_theta": False,
+               "_layer_types": ("all", "full_attention"),
+               "_default_rope": {"full_attention": {"rope_type": "default", "rope_theta": 500000.0},
+                                 "sliding_attention": {"rope_type": "default",
+                                                       "rope_theta": 10000.0}},
+               "head_dim": 128, "hidden_size": 2304, "num_attention_heads": 32,
+               "num_hidden_layers": 28, "max_position_embeddings": 131072, "sliding_window": 1024,
+               "rope_theta": 10000.0},
+    # ZayaAttention: its "hybrid_sliding" layers slide; q and k come from a causal
+    # convolution (CCA) before they are rotated
+    "zaya": {"_source": "models/zaya/modeling_zaya.py", "_fills_theta": False,
+             "_notes": ("queries and keys come from a causal convolution over the tokens (CCA) "
+                        "before they are rotated",),
+             "_layer_types": ("all", "hybrid"), "_sliding_types": ("hybrid_sliding",),
+             "_default_rope": {"hybrid": {"rope_type": "default", "rope_theta": 5000000.0,
+                                          "partial_rotary_factor": 0.5},
+                               "hybrid_sliding": {"rope_type": "default", "rope_theta": 10000.0,
+                                                  "partial_rotary_factor": 0.5}},
+             "head_dim": 128, "hidden_size": 2048, "num_attention_heads": 8,
+             "num_hidden_layers": 40, "max_position_embeddings": 131072, "sliding_window": None,
+             "rope_theta": 10000.0},
+    # BeamConfig: every sixth layer and the last global, without RoPE (a None rope dict);
+    # BeamModel scales their queries by (1 + (position + 1) / 2048) ** 0.1 instead
+    "beam": {"_source": "models/beam/modeling_beam.py", "_fills_theta": False,
+             "_notes": ("the layers without RoPE scale their queries by "
+                        "(1 + (position + 1) / 2048) ** 0.1",),
+             "_layer_types": ("every", 6, "full_attention", "sliding_attention", None),
+             "_default_rope": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                               "full_attention": None},
+             "head_dim": 128, "hidden_size": 5120, "num_attention_heads": 48,
+             "num_hidden_layers": 52, "max_position_embeddings": 8192, "sliding_window": 512,
+             "rope_theta": 10000.0},
     "gptj": {"_source": "models/gptj/modeling_gptj.py",
              "_renamed": {"n_embd": "hidden_size", "n_head": "num_attention_heads",
                           "n_layer": "num_hidden_layers",
@@ -518,7 +562,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
 #: (tests/atlas/test_families.py checks this against their code).
 PARTIAL_DEFAULT = frozenset("""
     codegen gptj bamba glm glm4 glm4_moe glm4_moe_lite mimo_v2_flash glm4v_moe_text glm4v_text
-    glm_image_text glm_ocr_text
+    glm_image_text glm_ocr_text laguna mellum zaya
     gpt_neox
     gpt_neox_japanese minimax_m2 minimax_m3_vl_text nemotron persimmon phi phi3
     phi4_multimodal qwen3_5_moe_text qwen3_5_text qwen3_next solar_open stablelm
@@ -594,14 +638,13 @@ REFUSED.update(dict.fromkeys("""
     ("transformers 5.23 has its configuration class but no model file, so no code says how it "
      "rotates")))
 REFUSED.update(dict.fromkeys("""
-    unlimited_ocr_text hrm_text dbrx cohere_compass_text laguna mellum step3p5 zaya
-    ernie4_5_vl_moe_text   axk2 bailing_hybrid beam blt blt_global_transformer
-    blt_local_decoder blt_local_encoder blt_patcher cohere2_moe deepseek_v4 diffusion_gemma_text
-    dots3_note_text  gemma3n_text gemma4_text gemma4_unified_text 
-    granite_swa granitemoe_swa hy_v4 idefics    mistral4
-     modernbert-decoder muse_glimmer_assistant muse_glimmer_text
-    muse_spark_text neomme openai_privacy_filter qwen4_exp_text recurrent_gemma t5_gemma_module
-    t5gemma2_decoder t5gemma2_text  zamba2
+    unlimited_ocr_text hrm_text dbrx cohere_compass_text step3p5 ernie4_5_vl_moe_text axk2
+    bailing_hybrid blt blt_global_transformer blt_local_decoder blt_local_encoder
+    blt_patcher cohere2_moe deepseek_v4 diffusion_gemma_text dots3_note_text gemma3n_text
+    gemma4_text gemma4_unified_text granite_swa granitemoe_swa hy_v4 idefics mistral4
+    modernbert-decoder muse_glimmer_assistant muse_glimmer_text muse_spark_text neomme
+    openai_privacy_filter qwen4_exp_text recurrent_gemma t5_gemma_module t5gemma2_decoder
+    t5gemma2_text zamba2
 """.split(),
     "a text model whose reading rules posenc has not derived from its transformers 5.23 code yet"))
 
@@ -928,6 +971,8 @@ def _family_rules(c, family, model_type):
                 c["layer_types"][-1] = hit  # OlmoHybridConfig keeps one full attention layer
             if model_type == "mimo_v2_flash":
                 c["layer_types"][0] = hit  # MiMoV2FlashConfig: the first layer is global too
+            if model_type == "beam":
+                c["layer_types"][-1] = hit  # BeamConfig: the last layer is global too
         elif rule[0] == "indices":  # (indices, type listed, type not listed, key, all if absent)
             _, hit, other, key, everywhere = rule
             idxs = c.get(key)
@@ -966,6 +1011,8 @@ def _family_rules(c, family, model_type):
         # OlmoHybridModel gives position embeddings to its full_attention layers only
         c["no_rope_layers"] = [int(t == "full_attention") for t in types]
     c["_no_attention"] = family.get("_no_attention", ())
+    c["_sliding_types"] = family.get("_sliding_types", ())
+    c["_notes"] = family.get("_notes", ())
 
 
 def _is_nested(params):
@@ -974,24 +1021,32 @@ def _is_nested(params):
 
 
 def _per_type_rope(c, family, model_type):
-    """A family whose class default is a rope dict per layer type (LFM3, MiMo-V2-Flash):
-    the file's rope_parameters, else the default; rope_theta filled in each dict as
-    ``convert_rope_params_to_dict`` does (MiMo-V2-Flash's fills nothing)."""
+    """A family whose class default is a rope dict per layer type (LFM3, MiMo-V2-Flash,
+    Laguna, ...): the file's rope_parameters, else the default; rope_theta filled in each
+    dict as ``convert_rope_params_to_dict`` does (``_fills_theta`` False: it fills nothing)."""
     _check_top_reals(c, "rope_theta")
     params = c.pop("rope_scaling", None) or c.get("rope_parameters")
     if params is not None and not isinstance(params, Mapping):
         raise TypeError(f"config['rope_parameters'] must be a dict or null, got {_short(params)}")
+    if model_type == "zaya" and params is not None:
+        # ZayaConfig.convert_rope_params_to_dict drops a stray flat rope_type beside the dicts
+        params = {k: v for k, v in params.items() if k != "rope_type"}
     params = params or family["_default_rope"]
     if not _is_nested(params):
         raise ValueError(f"config['rope_parameters'] must hold one dict per layer type for "
                          f"model_type {model_type!r} (as its class does); give it keyed by "
                          "layer type")
     params = {k: (None if v is None else dict(v)) for k, v in params.items()}
-    for p in params.values():
+    used = set(c.get("layer_types") or params)
+    for t, p in params.items():
         if p is None:
             continue
-        if model_type != "mimo_v2_flash":
+        if family.get("_fills_theta", True):
             p.setdefault("rope_theta", c.get("rope_theta", family["rope_theta"]))
+        elif "rope_theta" not in p and t in used:
+            raise ValueError(f"config['rope_parameters'][{t!r}] must give rope_theta for model_type "
+                             f"{model_type!r}: its class fills in none and its rotary module needs "
+                             "it; give the base of that layer type")
         p.setdefault("rope_type", p.pop("type", "default"))
         if p["rope_type"] in ("llama3", "yarn", "longrope"):
             if c.get("max_position_embeddings") is not None:

@@ -118,10 +118,13 @@ def _per_layer(text):
     types = list(getattr(text, "layer_types", None) or ["all"] * n)
     flags = getattr(text, "no_rope_layers", None) or [1] * n
     rule = RULES.get(text.model_type)
+    params = getattr(text, "rope_parameters", None) or {}
     out = []
     for i, (t, f) in enumerate(zip(types, flags)):
         if t in NO_ATTENTION_TYPES:
             out.append(None)
+        elif t in params and params[t] is None:  # a rope dict per layer type, None: no RoPE
+            out.append("nope")
         elif rule is not None:
             out.append(rule(text, i, t, f))
         else:
@@ -174,9 +177,19 @@ def transformers_reading(config):
 def _windows(text):
     """The window of the layer types that name one (a config with one kind of layer,
     "all", is left out: its window depends on the family's attention)."""
-    return {"sliding_attention": getattr(text, "sliding_window", None),
-            "chunked_attention": getattr(text, "attention_chunk_size", None),
-            "full_attention": None}
+    windows = {"sliding_attention": getattr(text, "sliding_window", None),
+               "chunked_attention": getattr(text, "attention_chunk_size", None),
+               "full_attention": None}
+    for t in SLIDING_TYPES.get(text.model_type, ()):
+        windows[t] = text.sliding_window
+    return windows
+
+
+#: Layer types other than "sliding_attention" that the family's attention gives
+#: ``config.sliding_window``.
+SLIDING_TYPES = {
+    "zaya": ("hybrid_sliding",),  # ZayaAttention: sliding_window if layer_type == "hybrid_sliding"
+}
 
 
 def _gptj_reading(text, per_layer):
@@ -261,14 +274,15 @@ def _variants(model_type):
     base = dict(BROKEN_DEFAULTS.get(model_type, {}))
     defaults = _build(model_type, base)
     params = getattr(defaults, "rope_parameters", None) or {}
-    nested = bool(params) and all(isinstance(v, dict) for v in params.values())
+    nested = bool(params) and all(isinstance(v, dict) or v is None for v in params.values())
     theta = (params.get("rope_theta") if not nested else None) or 10000.0
     scaled = []
     for rule in ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096},
                  {"rope_type": "linear", "factor": 4.0}):
         if nested:
-            p = {k: dict(v) for k, v in params.items()}
-            p["full_attention" if "full_attention" in p else sorted(p)[0]].update(rule)
+            p = {k: v and dict(v) for k, v in params.items()}
+            rotating = sorted(k for k, v in p.items() if v)
+            p["full_attention" if p.get("full_attention") else rotating[0]].update(rule)
         else:
             p = dict(rule, rope_theta=theta * 2)
             if "partial_rotary_factor" in params:
@@ -306,6 +320,12 @@ VARIANTS = {
                                "num_hidden_layers": 4})],
     "minimax_m2": [("rotary_dim", {"rotary_dim": 64})],
     "mimo_v2_flash": [("sliding_window_size", {"sliding_window_size": 64})],
+    "laguna": [("layer_types", {"layer_types": ["sliding_attention", "full_attention"] * 3,
+                                "num_hidden_layers": 6})],
+    "mellum": [("layer_types", {"layer_types": ["full_attention", "sliding_attention"] * 3,
+                                "num_hidden_layers": 6})],
+    "zaya": [("layer_types", {"layer_types": ["hybrid_sliding", "hybrid"] * 3,
+                              "num_hidden_layers": 6, "sliding_window": 256})],
 }
 
 
