@@ -498,6 +498,25 @@ FAMILIES: dict[str, dict[str, Any]] = {
              "_layer_types": ("indices", "full_attention", "conv", "full_attn_idxs", True),
              "_no_attention": ("conv",), "hidden_size": 2560, "num_attention_heads": 32,
              "num_hidden_layers": 32, "max_position_embeddings": 128000, "rope_theta": 1000000.0},
+    "dbrx": {"_source": "models/dbrx/modeling_dbrx.py",
+             "_renamed": {"n_heads": "num_attention_heads", "d_model": "hidden_size",
+                          "n_layers": "num_hidden_layers", "max_seq_len": "max_position_embeddings"},
+             "hidden_size": 2048, "num_attention_heads": 16, "num_hidden_layers": 24,
+             "max_position_embeddings": 2048, "rope_theta": 10000.0},
+    "cohere2_moe": {"_source": "models/cohere2_moe/modeling_cohere2_moe.py", "_interleaved": True,
+                    "head_dim": 128, "hidden_size": 8192, "num_attention_heads": 64,
+                    "num_hidden_layers": 40, "max_position_embeddings": 8192,
+                    "sliding_window": 4096, "sliding_window_pattern": 4,
+                    "prefix_dense_sliding_window_pattern": 1, "rope_theta": 10000.0},
+    # MLA with Llama 4's query scaling; its class default is YaRN on a 64 of 128 slice
+    "mistral4": {"_source": "models/mistral4/modeling_mistral4.py",
+                 "_default_rope": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 128.0,
+                                   "original_max_position_embeddings": 8192, "beta_fast": 32.0,
+                                   "beta_slow": 1.0, "mscale_all_dim": 1.0, "mscale": 1.0,
+                                   "llama_4_scaling_beta": 0.1},
+                 "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 36,
+                 "max_position_embeddings": 1048576, "qk_rope_head_dim": 64,
+                 "qk_nope_head_dim": 64, "rope_interleave": True, "rope_theta": 10000.0},
     # rope_parameters keyed by layer type, filled by no converter: each used dict names its
     # own base (``_fills_theta`` False), as the class's convert_rope_params_to_dict does nothing
     "laguna": {"_source": "models/laguna/modeling_laguna.py", "_fills_theta": False,
@@ -638,13 +657,12 @@ REFUSED.update(dict.fromkeys("""
     ("transformers 5.23 has its configuration class but no model file, so no code says how it "
      "rotates")))
 REFUSED.update(dict.fromkeys("""
-    unlimited_ocr_text hrm_text dbrx cohere_compass_text step3p5 ernie4_5_vl_moe_text axk2
+    unlimited_ocr_text hrm_text cohere_compass_text step3p5 ernie4_5_vl_moe_text axk2
     bailing_hybrid blt blt_global_transformer blt_local_decoder blt_local_encoder
-    blt_patcher cohere2_moe deepseek_v4 diffusion_gemma_text dots3_note_text gemma3n_text
-    gemma4_text gemma4_unified_text granite_swa granitemoe_swa hy_v4 idefics mistral4
-    modernbert-decoder muse_glimmer_assistant muse_glimmer_text muse_spark_text neomme
-    openai_privacy_filter qwen4_exp_text recurrent_gemma t5_gemma_module t5gemma2_decoder
-    t5gemma2_text zamba2
+    blt_patcher deepseek_v4 diffusion_gemma_text dots3_note_text gemma3n_text gemma4_text
+    gemma4_unified_text granite_swa granitemoe_swa hy_v4 idefics modernbert-decoder
+    muse_glimmer_assistant muse_glimmer_text muse_spark_text neomme openai_privacy_filter
+    qwen4_exp_text recurrent_gemma t5_gemma_module t5gemma2_decoder t5gemma2_text zamba2
 """.split(),
     "a text model whose reading rules posenc has not derived from its transformers 5.23 code yet"))
 
@@ -806,6 +824,8 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         c.setdefault("partial_rotary_factor", c.pop("rotary_pct", 0.25))
     if model_type in ("gemma3_text", "olmo3"):
         _nested_rope(c, family, model_type)
+    elif model_type == "cohere2_moe":
+        _cohere2_moe_rope(c, family)
     elif _is_nested(family.get("_default_rope")):
         _per_type_rope(c, family, model_type)
     else:
@@ -813,12 +833,16 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         if model_type in ("qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text"):
             if params["rope_type"] == "mrope":
                 params["rope_type"] = "default"
-        if model_type == "ministral3":
+        if model_type in ("ministral3", "mistral4"):
             beta = params.pop("llama_4_scaling_beta", None)
             params.pop("max_position_embeddings", None)
             if beta is not None:
                 c["_query_scaling"] = beta
         _original_length(c, params)
+        if model_type == "mistral4":
+            _mistral4_width(c, params)
+        if model_type == "dbrx":
+            _dbrx_base(c, params)
         if model_type == "phi3" and params["rope_type"] in ("su", "yarn"):
             # Phi3Config renames the old names after standardize_rope_params, which
             # moved no original length into the dict for them: its validation then fails
@@ -851,6 +875,26 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
     elif model_type == "olmo3":
         if c.get("layer_types") is None:
             c["layer_types"] = _pattern(_count(c, "num_hidden_layers", maximum=MAX_LAYERS), 4)
+    elif model_type == "cohere2_moe":
+        n = _count(c, "num_hidden_layers", maximum=MAX_LAYERS)
+        dense = _count(dict(c, k=c.pop("first_k_dense_replace", 0)), "k", minimum=0)
+        if c.get("layer_types") is None:
+            prefix = _count(c, "prefix_dense_sliding_window_pattern")
+            rest = _count(dict(c, sliding_window_pattern=c.get("sliding_window_pattern", 4)),
+                          "sliding_window_pattern")
+            c["layer_types"] = (_pattern(min(dense, n), prefix)
+                                + _pattern(max(n - dense, 0), rest))
+        mlp = c.get("mlp_layer_types")
+        if mlp is None:
+            mlp = ["dense" if i < dense else "sparse" for i in range(n)]
+        if not isinstance(mlp, (list, tuple)) or len(mlp) != n:
+            raise ValueError(f"config['mlp_layer_types'] must list one entry per layer "
+                             f"({n}), got {_short(mlp)}")
+        # Cohere2MoeAttention rotates its sliding layers, and its dense layers when
+        # prefix_dense_sliding_window_pattern is 1
+        force = c.get("prefix_dense_sliding_window_pattern") == 1
+        c["no_rope_layers"] = [int(t == "sliding_attention" or (force and m == "dense"))
+                               for t, m in zip(c["layer_types"], mlp)]
     elif model_type == "cohere2":
         heads = _count(c, "num_attention_heads")
         c["head_dim"] = _count(c, "hidden_size") // heads  # Cohere2Config sets it so
@@ -883,6 +927,80 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         c.pop("head_dim", None)
     c["_model_type"] = model_type
     return c, model_type
+
+
+def _mistral4_width(c, params):
+    """Mistral4Config: head_dim is qk_nope_head_dim + qk_rope_head_dim and the rotary
+    module rotates int(head_dim * partial_rotary_factor) features (the whole head under
+    the default rule), which Mistral4Attention applies to its qk_rope_head_dim slice; it
+    scales queries with llama_4_scaling_beta beyond original_max_position_embeddings."""
+    rope, nope = _count(c, "qk_rope_head_dim"), _count(c, "qk_nope_head_dim", minimum=0)
+    head = rope + nope
+    prf = params.pop("partial_rotary_factor", rope / head)  # its __post_init__'s default
+    from . import _real
+
+    prf = _real(prf, "config['rope_parameters']['partial_rotary_factor']")
+    width = head if params["rope_type"] in ("default", "proportional") else int(head * prf)
+    if width != rope:
+        raise ValueError(
+            f"config['qk_rope_head_dim'] is {rope} but transformers 5.23's rotary module for "
+            f"model_type 'mistral4' turns {width} features (rope_type {params['rope_type']!r}, "
+            f"head_dim {head}, partial_rotary_factor {prf:g}), so its attention cannot apply "
+            "it; give a scaled rope_type with partial_rotary_factor = qk_rope_head_dim / "
+            "(qk_nope_head_dim + qk_rope_head_dim)")
+    if c.get("_query_scaling") is None or params.get("original_max_position_embeddings") is None:
+        raise ValueError(
+            "config['rope_parameters'] must give llama_4_scaling_beta and "
+            "original_max_position_embeddings for model_type 'mistral4': Mistral4Attention "
+            "scales every query with both; give them as its class default does")
+    c.pop("head_dim", None)
+
+
+def _dbrx_base(c, params):
+    """DbrxConfig reads the top-level rope_theta; attn_config['rope_theta'], where DBRX's
+    published files keep the base, reaches only an unused attribute of DbrxAttention."""
+    attn = c.get("attn_config")
+    if isinstance(attn, Mapping) and attn.get("rope_theta") is not None:
+        from . import _real
+
+        theirs = _real(attn["rope_theta"], "config['attn_config']['rope_theta']")
+        if theirs != float(params["rope_theta"]):
+            raise ValueError(
+                f"config['attn_config']['rope_theta'] is {theirs:g} but transformers 5.23 "
+                f"rotates model_type 'dbrx' with the top-level base {params['rope_theta']:g} "
+                "and never reads attn_config's; give rope_theta at the top level too (the "
+                "same value) to read the checkpoint's rotation")
+
+
+def _cohere2_moe_rope(c, family):
+    """Cohere2MoeConfig: a file's rope_parameters are kept as written (rope_type filled,
+    nothing else), else the top-level rope_theta; its rope_scaling field is never read."""
+    _check_top_reals(c, "rope_theta")
+    if c.get("rope_scaling") is not None:
+        raise ValueError(
+            "config['rope_scaling'] is set, but transformers 5.23's Cohere2MoeConfig keeps it "
+            "as a field its rotary module never reads (it rotates with rope_parameters, else "
+            "rope_theta); give the rule as rope_parameters")
+    params = c.get("rope_parameters")
+    if params is None:
+        params = {"rope_type": "default", "rope_theta": c.get("rope_theta", family["rope_theta"])}
+    elif not isinstance(params, Mapping):
+        raise TypeError(f"config['rope_parameters'] must be a dict or null, got {_short(params)}")
+    params = dict(params)
+    params["rope_type"] = params.get("rope_type", params.pop("type", "default"))
+    params.pop("type", None)
+    if "rope_theta" not in params:
+        raise ValueError("config['rope_parameters'] must give rope_theta for model_type "
+                         "'cohere2_moe': its class fills in none when the file gives the dict; "
+                         "give the base")
+    if params["rope_type"] in ("llama3", "yarn", "longrope") and \
+            params.get("original_max_position_embeddings") is None:
+        raise ValueError(f"config['rope_parameters'] must give original_max_position_embeddings "
+                         f"for rope_type {params['rope_type']!r} (model_type 'cohere2_moe' "
+                         "fills in none and transformers refuses the file); give it")
+    c["rope_parameters"] = params
+    c.pop("rope_theta", None)
+    c.pop("partial_rotary_factor", None)
 
 
 def _nested_rope(c, family, model_type):

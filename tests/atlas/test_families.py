@@ -145,6 +145,9 @@ RULES = {
     "flint": lambda c, i, t, f: t if t == "sliding_attention" else "nope",
     # OlmoHybridModel passes position embeddings to full_attention layers only
     "olmo_hybrid": lambda c, i, t, f: t if t == "full_attention" else "nope",
+    # Cohere2MoeAttention: "if self.sliding_window is not None or self.force_rope"
+    "cohere2_moe": lambda c, i, t, f: t if (t == "sliding_attention" or (
+        c.mlp_layer_types[i] == "dense" and c.prefix_dense_sliding_window_pattern == 1)) else "nope",
     # GraniteMoeHybridModel builds no rotary module unless position_embedding_type == "rope"
     "granitemoehybrid": lambda c, i, t, f: t if c.position_embedding_type == "rope" else "nope",
 }
@@ -305,6 +308,23 @@ def _variants(model_type):
     return [(model_type, name, kwargs) for name, kwargs in cases]
 
 
+def _mistral4_cannot_run(c):
+    """Mistral4Attention applies the rotary table to its qk_rope_head_dim slice and scales
+    queries with rope_parameters' llama_4_scaling_beta and original_max_position_embeddings."""
+    module = _rotary_class(c)(config=c)
+    if 2 * module.inv_freq.shape[-1] != c.qk_rope_head_dim:
+        return r"config\['qk_rope_head_dim'\]"
+    if None in (c.rope_parameters.get("llama_4_scaling_beta"),
+                c.rope_parameters.get("original_max_position_embeddings")):
+        return "llama_4_scaling_beta"
+    return None
+
+
+#: Families whose model cannot run some configs its rotary module accepts: the message
+#: posenc's refusal must match (None where the model runs).
+CANNOT_RUN = {"mistral4": _mistral4_cannot_run}
+
+
 #: Variants of keys only some families have.
 VARIANTS = {
     "gptj": [("rotary_dim", {"rotary_dim": 32, "n_embd": 1024, "n_head": 8})],
@@ -320,6 +340,14 @@ VARIANTS = {
                                "num_hidden_layers": 4})],
     "minimax_m2": [("rotary_dim", {"rotary_dim": 64})],
     "mimo_v2_flash": [("sliding_window_size", {"sliding_window_size": 64})],
+    "dbrx": [("attn_config", {"attn_config": {"rope_theta": 500000.0, "kv_n_heads": 8},
+                              "rope_theta": 500000.0})],
+    "cohere2_moe": [("dense_prefix", {"first_k_dense_replace": 3, "num_hidden_layers": 8,
+                                      "rope_parameters": {"rope_type": "linear", "factor": 2.0,
+                                                          "rope_theta": 50000.0}})],
+    "mistral4": [("yarn", {"qk_rope_head_dim": 32, "qk_nope_head_dim": 96, "rope_parameters": {
+        "rope_type": "yarn", "rope_theta": 1000000.0, "factor": 16.0, "llama_4_scaling_beta": 0.2,
+        "original_max_position_embeddings": 65536, "partial_rotary_factor": 0.25}})],
     "laguna": [("layer_types", {"layer_types": ["sliding_attention", "full_attention"] * 3,
                                 "num_hidden_layers": 6})],
     "mellum": [("layer_types", {"layer_types": ["full_attention", "sliding_attention"] * 3,
@@ -350,7 +378,13 @@ def test_family_reads_as_transformers(model_type, name, kwargs):
                 describe_config(saved)
         return
     for saved in saved_forms:
-        reference = transformers_reading(_load(saved))
+        loaded = _load(saved)
+        reference = transformers_reading(loaded)
+        refusal = CANNOT_RUN.get(model_type, lambda c: None)(loaded.get_text_config(decoder=True))
+        if refusal is not None:  # the rotary module builds, the attention cannot use it
+            with pytest.raises(ValueError, match=refusal):
+                describe_config(saved)
+            continue
         if all(t in (None, "nope") for t in reference["per_layer"]):
             with pytest.raises(ValueError, match="no layer that uses RoPE"):
                 describe_config(saved)
@@ -422,6 +456,25 @@ def test_a_hybrid_says_which_layers_have_no_attention():
     with pytest.raises(ValueError, match=r"no layer that uses RoPE \(0 attention layers without "
                                          r"it, 32 layers without attention\)"):
         describe_config({"model_type": "granitemoehybrid"})
+
+
+@pytest.mark.parametrize("config,match", [
+    # DBRX's published files keep the base in attn_config, which transformers never reads
+    ({"model_type": "dbrx", "attn_config": {"rope_theta": 500000}}, r"config\['attn_config'\]"),
+    # Cohere2MoeConfig keeps rope_scaling as a field and rotates without it
+    ({"model_type": "cohere2_moe", "rope_scaling": {"rope_type": "linear", "factor": 2.0}},
+     r"config\['rope_scaling'\]"),
+    ({"model_type": "cohere2_moe", "rope_parameters": {"rope_type": "linear", "factor": 2.0}},
+     "must give rope_theta"),
+    # Mistral4's default rule turns the whole 128-wide head; its attention rotates 64
+    ({"model_type": "mistral4", "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}},
+     r"config\['qk_rope_head_dim'\] is 64 but .* turns 128 features"),
+    ({"model_type": "laguna", "rope_parameters": {"full_attention": {"rope_type": "default"}}},
+     r"config\['rope_parameters'\]\['full_attention'\] must give rope_theta"),
+])
+def test_a_config_its_model_cannot_run_is_refused(config, match):
+    with pytest.raises(ValueError, match=match):
+        describe_config(config)
 
 
 def test_an_odd_rope_slice_is_refused_naming_its_key():
