@@ -517,6 +517,19 @@ FAMILIES: dict[str, dict[str, Any]] = {
                  "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 36,
                  "max_position_embeddings": 1048576, "qk_rope_head_dim": 64,
                  "qk_nope_head_dim": 64, "rope_interleave": True, "rope_theta": 10000.0},
+    # one rotary module per base in layer_rope_theta (0: that layer has no RoPE); every
+    # fourth layer global, from the first
+    "granite_swa": {"_source": "models/granite_swa/modeling_granite_swa.py",
+                    "_layer_types": ("every", 4, "full_attention", "sliding_attention", None, 0),
+                    "hidden_size": 2560, "num_attention_heads": 20, "num_hidden_layers": 24,
+                    "max_position_embeddings": 8192, "sliding_window": 128,
+                    "rope_theta": 10000.0},
+    "granitemoe_swa": {"_source": "models/granitemoe_swa/modeling_granitemoe_swa.py",
+                       "_layer_types": ("every", 4, "full_attention", "sliding_attention", None,
+                                        0),
+                       "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
+                       "max_position_embeddings": 2048, "sliding_window": 128,
+                       "rope_theta": 10000.0},
     # rope_parameters keyed by layer type, filled by no converter: each used dict names its
     # own base (``_fills_theta`` False), as the class's convert_rope_params_to_dict does nothing
     "laguna": {"_source": "models/laguna/modeling_laguna.py", "_fills_theta": False,
@@ -660,9 +673,9 @@ REFUSED.update(dict.fromkeys("""
     unlimited_ocr_text hrm_text cohere_compass_text step3p5 ernie4_5_vl_moe_text axk2
     bailing_hybrid blt blt_global_transformer blt_local_decoder blt_local_encoder
     blt_patcher deepseek_v4 diffusion_gemma_text dots3_note_text gemma3n_text gemma4_text
-    gemma4_unified_text granite_swa granitemoe_swa hy_v4 idefics modernbert-decoder
-    muse_glimmer_assistant muse_glimmer_text muse_spark_text neomme openai_privacy_filter
-    qwen4_exp_text recurrent_gemma t5_gemma_module t5gemma2_decoder t5gemma2_text zamba2
+    gemma4_unified_text hy_v4 idefics modernbert-decoder muse_glimmer_assistant
+    muse_glimmer_text muse_spark_text neomme openai_privacy_filter qwen4_exp_text
+    recurrent_gemma t5_gemma_module t5gemma2_decoder t5gemma2_text zamba2
 """.split(),
     "a text model whose reading rules posenc has not derived from its transformers 5.23 code yet"))
 
@@ -859,7 +872,9 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         for p in (params.values() if _is_nested(params) else [params]):
             if isinstance(p, dict) and p.get("rope_type") == "default":
                 p.pop("partial_rotary_factor", None)
-    if model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen2_vl_text", "qwen2_5_vl_text"):
+    if model_type in ("granite_swa", "granitemoe_swa"):
+        _bases_per_layer(c)
+    elif model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen2_vl_text", "qwen2_5_vl_text"):
         _qwen_layers(c)
     elif model_type == "qwen3_moe":
         if not c.get("use_sliding_window"):
@@ -927,6 +942,36 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         c.pop("head_dim", None)
     c["_model_type"] = model_type
     return c, model_type
+
+
+def _bases_per_layer(c):
+    """Granite SWA: layer i rotates with base layer_rope_theta[i] (0: no RoPE), the rest
+    of rope_parameters shared; read as one rope dict per layer type, which holds while
+    the layers of a type share their base."""
+    from . import _real
+
+    types, flat = c["layer_types"], c["rope_parameters"]
+    bases = c.get("layer_rope_theta")
+    if bases is None:  # its __post_init__: every layer at rope_parameters' base
+        bases = [flat["rope_theta"]] * len(types)
+    if not isinstance(bases, (list, tuple)) or len(bases) != len(types):
+        raise ValueError(f"config['layer_rope_theta'] must list one base per layer "
+                         f"({len(types)}), got {_short(bases)}")
+    bases = [_real(b, "config['layer_rope_theta'] entries") for b in bases]
+    per_type: dict[str, set[float]] = {}
+    for t, base in zip(types, bases):
+        if base:
+            per_type.setdefault(t, set()).add(base)
+    for t, found in per_type.items():
+        if len(found) > 1:
+            raise ValueError(
+                f"config['layer_rope_theta'] gives the {t} layers {len(found)} bases "
+                f"({', '.join(f'{b:g}' for b in sorted(found))}): posenc describes one base "
+                "per layer type; give those layers one base, or read each layer's config alone")
+    if per_type:
+        c["rope_parameters"] = {t: dict(flat, rope_theta=found.pop())
+                                for t, found in per_type.items()}
+    c["no_rope_layers"] = [int(bool(base)) for base in bases]
 
 
 def _mistral4_width(c, params):

@@ -14,6 +14,7 @@ rotate, which attend without rotating and which do not attend at all.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import inspect
 import json
@@ -145,6 +146,9 @@ RULES = {
     "flint": lambda c, i, t, f: t if t == "sliding_attention" else "nope",
     # OlmoHybridModel passes position embeddings to full_attention layers only
     "olmo_hybrid": lambda c, i, t, f: t if t == "full_attention" else "nope",
+    # GraniteSWAModel passes no position embeddings where layer_rope_theta is 0
+    "granite_swa": lambda c, i, t, f: t if c.layer_rope_theta[i] else "nope",
+    "granitemoe_swa": lambda c, i, t, f: t if c.layer_rope_theta[i] else "nope",
     # Cohere2MoeAttention: "if self.sliding_window is not None or self.force_rope"
     "cohere2_moe": lambda c, i, t, f: t if (t == "sliding_attention" or (
         c.mlp_layer_types[i] == "dense" and c.prefix_dense_sliding_window_pattern == 1)) else "nope",
@@ -168,6 +172,15 @@ def transformers_reading(config):
         module = rotary(config=text)
     layers = {}
     for t in {t for t in per_layer if t not in (None, "nope")}:
+        if text.model_type in ("granite_swa", "granitemoe_swa"):
+            # GraniteSWAModel: one rotary module per base of layer_rope_theta, built from
+            # a copy of the config with that base
+            base = text.layer_rope_theta[text.layer_types.index(t)]
+            copied = copy.deepcopy(text)
+            copied.rope_parameters = {**text.rope_parameters, "rope_theta": base}
+            with torch.no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                module = rotary(config=copied)
         if hasattr(module, f"{t}_inv_freq"):
             inv, att = getattr(module, f"{t}_inv_freq"), getattr(module, f"{t}_attention_scaling")
         else:
@@ -340,6 +353,10 @@ VARIANTS = {
                                "num_hidden_layers": 4})],
     "minimax_m2": [("rotary_dim", {"rotary_dim": 64})],
     "mimo_v2_flash": [("sliding_window_size", {"sliding_window_size": 64})],
+    "granite_swa": [("layer_rope_theta", {"num_hidden_layers": 8, "layer_rope_theta": [
+        0, 10000.0, 10000.0, 10000.0, 0, 10000.0, 10000.0, 10000.0]})],
+    "granitemoe_swa": [("layer_rope_theta", {"num_hidden_layers": 8, "layer_rope_theta": [
+        1000000.0, 50000.0, 0, 50000.0, 1000000.0, 50000.0, 50000.0, 0]})],
     "dbrx": [("attn_config", {"attn_config": {"rope_theta": 500000.0, "kv_n_heads": 8},
                               "rope_theta": 500000.0})],
     "cohere2_moe": [("dense_prefix", {"first_k_dense_replace": 3, "num_hidden_layers": 8,
@@ -469,6 +486,9 @@ def test_a_hybrid_says_which_layers_have_no_attention():
     # Mistral4's default rule turns the whole 128-wide head; its attention rotates 64
     ({"model_type": "mistral4", "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}},
      r"config\['qk_rope_head_dim'\] is 64 but .* turns 128 features"),
+    # one base per layer type
+    ({"model_type": "granite_swa", "num_hidden_layers": 4,
+      "layer_rope_theta": [10000.0, 10000.0, 20000.0, 0]}, "sliding_attention layers 2 bases"),
     ({"model_type": "laguna", "rope_parameters": {"full_attention": {"rope_type": "default"}}},
      r"config\['rope_parameters'\]\['full_attention'\] must give rope_theta"),
 ])
