@@ -530,6 +530,18 @@ FAMILIES: dict[str, dict[str, Any]] = {
                        "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
                        "max_position_embeddings": 2048, "sliding_window": 128,
                        "rope_theta": 10000.0},
+    # Gemma4TextConfig: every sixth layer and the last global, with their own head width
+    # (global_head_dim, or per_layer_config's head_dim where the file gives one)
+    "gemma4_text": {"_source": "models/gemma4/modeling_gemma4.py", "_fills_theta": False,
+                    "_layer_types": ("every", 6, "full_attention", "sliding_attention", None),
+                    "_default_rope": {"sliding_attention": {"rope_type": "default",
+                                                           "rope_theta": 10000.0},
+                                      "full_attention": {"rope_type": "proportional",
+                                                         "partial_rotary_factor": 0.25,
+                                                         "rope_theta": 1000000.0}},
+                    "head_dim": 256, "hidden_size": 2304, "num_attention_heads": 8,
+                    "num_hidden_layers": 30, "max_position_embeddings": 131072,
+                    "sliding_window": 512, "rope_theta": 10000.0},
     # rope_parameters keyed by layer type, filled by no converter: each used dict names its
     # own base (``_fills_theta`` False), as the class's convert_rope_params_to_dict does nothing
     "laguna": {"_source": "models/laguna/modeling_laguna.py", "_fills_theta": False,
@@ -672,7 +684,7 @@ REFUSED.update(dict.fromkeys("""
 REFUSED.update(dict.fromkeys("""
     unlimited_ocr_text hrm_text cohere_compass_text step3p5 ernie4_5_vl_moe_text axk2
     bailing_hybrid blt blt_global_transformer blt_local_decoder blt_local_encoder
-    blt_patcher deepseek_v4 diffusion_gemma_text dots3_note_text gemma3n_text gemma4_text
+    blt_patcher deepseek_v4 diffusion_gemma_text dots3_note_text gemma3n_text
     gemma4_unified_text hy_v4 idefics modernbert-decoder muse_glimmer_assistant
     muse_glimmer_text muse_spark_text neomme openai_privacy_filter qwen4_exp_text
     recurrent_gemma t5_gemma_module t5gemma2_decoder t5gemma2_text zamba2
@@ -872,7 +884,9 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         for p in (params.values() if _is_nested(params) else [params]):
             if isinstance(p, dict) and p.get("rope_type") == "default":
                 p.pop("partial_rotary_factor", None)
-    if model_type in ("granite_swa", "granitemoe_swa"):
+    if model_type == "gemma4_text":
+        _gemma4_heads(c)
+    elif model_type in ("granite_swa", "granitemoe_swa"):
         _bases_per_layer(c)
     elif model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen2_vl_text", "qwen2_5_vl_text"):
         _qwen_layers(c)
@@ -942,6 +956,54 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         c.pop("head_dim", None)
     c["_model_type"] = model_type
     return c, model_type
+
+
+def _gemma4_heads(c):
+    """Gemma4TextConfig: the last layer is global whatever layer_types says; a global layer's
+    head is global_head_dim wide (512) unless the file gives per_layer_config, whose
+    head_dim per layer index then decides (global_head_dim unread)."""
+    if c.get("use_bidirectional_attention") == "all":
+        raise ValueError(
+            "config['use_bidirectional_attention'] is 'all': every layer attends both ways "
+            "(a window of sliding_window // 2 + 1 on each side), and posenc's spans are "
+            "causal; read it as a causal model only by removing that key")
+    types = list(c["layer_types"])
+    if types:
+        types[-1] = "full_attention"  # its __post_init__ forces it, with a warning
+    c["layer_types"] = types
+    head = _count(c, "head_dim")
+    overrides = c.get("per_layer_config")
+    if overrides is None:
+        width = _count(dict(c, global_head_dim=c.get("global_head_dim", 512)), "global_head_dim")
+        dims = [width if t == "full_attention" else head for t in types]
+    else:
+        if not isinstance(overrides, Mapping):
+            raise TypeError(f"config['per_layer_config'] must be a dict of layer index to "
+                            f"overrides, got {_short(overrides)}")
+        dims = [head] * len(types)
+        for key, layer in overrides.items():
+            if not (isinstance(key, (str, int)) and str(key).isdigit()
+                    and int(key) < len(types) and isinstance(layer, Mapping)):
+                raise ValueError(f"config['per_layer_config'] must map layer indices below "
+                                 f"{len(types)} to dicts, got key {_short(key)}")
+            unknown = set(layer) - {"head_dim", "num_key_value_heads"}
+            if unknown:
+                raise ValueError(
+                    f"config['per_layer_config'][{key!r}] sets {', '.join(sorted(unknown))}: "
+                    "posenc reads head_dim and num_key_value_heads per layer only; read a "
+                    "config without the other overrides")
+            if "head_dim" in layer:
+                dims[int(key)] = _count(layer, "head_dim")
+        c.pop("global_head_dim", None)
+    per_type = {t: {d for tt, d in zip(types, dims) if tt == t} for t in set(types)}
+    for t, found in per_type.items():
+        if len(found) > 1:
+            raise ValueError(
+                f"config['per_layer_config'] gives the {t} layers {len(found)} head widths "
+                f"({', '.join(map(str, sorted(found)))}): transformers 5.23 builds one rotary "
+                "table per layer type, which cannot serve them all; give them one width")
+    c["head_dim"] = next(iter(per_type.get("sliding_attention", {head})))
+    c["global_head_dim"] = next(iter(per_type.get("full_attention", {head})))
 
 
 def _bases_per_layer(c):
@@ -1134,7 +1196,7 @@ def _family_rules(c, family, model_type):
                 c["layer_types"][-1] = hit  # OlmoHybridConfig keeps one full attention layer
             if model_type == "mimo_v2_flash":
                 c["layer_types"][0] = hit  # MiMoV2FlashConfig: the first layer is global too
-            if model_type == "beam":
+            if model_type in ("beam", "gemma4_text"):
                 c["layer_types"][-1] = hit  # BeamConfig: the last layer is global too
         elif rule[0] == "indices":  # (indices, type listed, type not listed, key, all if absent)
             _, hit, other, key, everywhere = rule

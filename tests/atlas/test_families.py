@@ -283,6 +283,14 @@ def _accepted(model_type, kwargs):
     return True
 
 
+def _global_attr(config, name):
+    """A config attribute, 0 where it is set per layer (Gemma 4's head_dim)."""
+    try:
+        return getattr(config, name, 0)
+    except RuntimeError:  # transformers' AmbiguousGlobalPerLayerAttributeError
+        return 0
+
+
 def _variants(model_type):
     """Class defaults, then the first variants transformers accepts among: a long-context
     rule (yarn, else linear), another layer count (the layer pattern), a partial rotation,
@@ -303,7 +311,7 @@ def _variants(model_type):
             p = dict(rule, rope_theta=theta * 2)
             if "partial_rotary_factor" in params:
                 p["partial_rotary_factor"] = params["partial_rotary_factor"]
-        if getattr(defaults, "head_dim", 0) is None:  # transformers' yarn needs it then
+        if _global_attr(defaults, "head_dim") is None:  # transformers' yarn needs it then
             scaled.append(("scaled", dict(base, rope_parameters=p, head_dim=defaults.hidden_size
                                           // defaults.num_attention_heads)))
         scaled.append(("scaled", dict(base, rope_parameters=p)))
@@ -357,6 +365,14 @@ VARIANTS = {
         0, 10000.0, 10000.0, 10000.0, 0, 10000.0, 10000.0, 10000.0]})],
     "granitemoe_swa": [("layer_rope_theta", {"num_hidden_layers": 8, "layer_rope_theta": [
         1000000.0, 50000.0, 0, 50000.0, 1000000.0, 50000.0, 50000.0, 0]})],
+    "gemma4_text": [("global_head_dim", {"global_head_dim": 384, "num_hidden_layers": 8,
+                                         "layer_types": ["sliding_attention", "full_attention"] * 4,
+                                         "rope_parameters": {
+                                             "sliding_attention": {"rope_type": "default",
+                                                                   "rope_theta": 20000.0},
+                                             "full_attention": {"rope_type": "proportional",
+                                                                "partial_rotary_factor": 0.5,
+                                                                "rope_theta": 500000.0}}})],
     "dbrx": [("attn_config", {"attn_config": {"rope_theta": 500000.0, "kv_n_heads": 8},
                               "rope_theta": 500000.0})],
     "cohere2_moe": [("dense_prefix", {"first_k_dense_replace": 3, "num_hidden_layers": 8,
@@ -486,6 +502,10 @@ def test_a_hybrid_says_which_layers_have_no_attention():
     # Mistral4's default rule turns the whole 128-wide head; its attention rotates 64
     ({"model_type": "mistral4", "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}},
      r"config\['qk_rope_head_dim'\] is 64 but .* turns 128 features"),
+    ({"model_type": "gemma4_text", "use_bidirectional_attention": "all"},
+     r"config\['use_bidirectional_attention'\] is 'all'"),
+    ({"model_type": "gemma4_text", "num_hidden_layers": 6,
+      "per_layer_config": {"1": {"head_dim": 128}}}, "sliding_attention layers 2 head widths"),
     # one base per layer type
     ({"model_type": "granite_swa", "num_hidden_layers": 4,
       "layer_rope_theta": [10000.0, 10000.0, 20000.0, 0]}, "sliding_attention layers 2 bases"),
