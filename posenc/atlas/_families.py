@@ -542,6 +542,19 @@ FAMILIES: dict[str, dict[str, Any]] = {
                     "head_dim": 256, "hidden_size": 2304, "num_attention_heads": 8,
                     "num_hidden_layers": 30, "max_position_embeddings": 131072,
                     "sliding_window": 512, "rope_theta": 10000.0},
+    # Gemma4UnifiedTextConfig and its attention are Gemma 4's, with longer defaults
+    "gemma4_unified_text": {"_source": "models/gemma4_unified/modeling_gemma4_unified.py",
+                            "_fills_theta": False,
+                            "_layer_types": ("every", 6, "full_attention", "sliding_attention",
+                                             None),
+                            "_default_rope": {"sliding_attention": {"rope_type": "default",
+                                                                   "rope_theta": 10000.0},
+                                              "full_attention": {"rope_type": "proportional",
+                                                                 "partial_rotary_factor": 0.25,
+                                                                 "rope_theta": 1000000.0}},
+                            "head_dim": 256, "hidden_size": 2304, "num_attention_heads": 8,
+                            "num_hidden_layers": 30, "max_position_embeddings": 262144,
+                            "sliding_window": 1024, "rope_theta": 10000.0},
     # rope_parameters keyed by layer type, filled by no converter: each used dict names its
     # own base (``_fills_theta`` False), as the class's convert_rope_params_to_dict does nothing
     "laguna": {"_source": "models/laguna/modeling_laguna.py", "_fills_theta": False,
@@ -684,10 +697,10 @@ REFUSED.update(dict.fromkeys("""
 REFUSED.update(dict.fromkeys("""
     unlimited_ocr_text hrm_text cohere_compass_text step3p5 ernie4_5_vl_moe_text axk2
     bailing_hybrid blt blt_global_transformer blt_local_decoder blt_local_encoder
-    blt_patcher deepseek_v4 diffusion_gemma_text dots3_note_text gemma3n_text
-    gemma4_unified_text hy_v4 idefics modernbert-decoder muse_glimmer_assistant
-    muse_glimmer_text muse_spark_text neomme openai_privacy_filter qwen4_exp_text
-    recurrent_gemma t5_gemma_module t5gemma2_decoder t5gemma2_text zamba2
+    blt_patcher deepseek_v4 diffusion_gemma_text dots3_note_text gemma3n_text hy_v4 idefics
+    modernbert-decoder muse_glimmer_assistant muse_glimmer_text muse_spark_text neomme
+    openai_privacy_filter qwen4_exp_text recurrent_gemma t5_gemma_module t5gemma2_decoder
+    t5gemma2_text zamba2
 """.split(),
     "a text model whose reading rules posenc has not derived from its transformers 5.23 code yet"))
 
@@ -884,7 +897,7 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         for p in (params.values() if _is_nested(params) else [params]):
             if isinstance(p, dict) and p.get("rope_type") == "default":
                 p.pop("partial_rotary_factor", None)
-    if model_type == "gemma4_text":
+    if model_type in ("gemma4_text", "gemma4_unified_text"):
         _gemma4_heads(c)
     elif model_type in ("granite_swa", "granitemoe_swa"):
         _bases_per_layer(c)
@@ -959,9 +972,10 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
 
 
 def _gemma4_heads(c):
-    """Gemma4TextConfig: the last layer is global whatever layer_types says; a global layer's
-    head is global_head_dim wide (512) unless the file gives per_layer_config, whose
-    head_dim per layer index then decides (global_head_dim unread)."""
+    """Gemma4TextConfig (and Gemma4UnifiedTextConfig): the last layer is global whatever
+    layer_types says; a global layer's head is global_head_dim wide (512) unless the file
+    gives per_layer_config, whose head_dim per layer index then decides (global_head_dim
+    unread)."""
     if c.get("use_bidirectional_attention") == "all":
         raise ValueError(
             "config['use_bidirectional_attention'] is 'all': every layer attends both ways "
@@ -1196,7 +1210,7 @@ def _family_rules(c, family, model_type):
                 c["layer_types"][-1] = hit  # OlmoHybridConfig keeps one full attention layer
             if model_type == "mimo_v2_flash":
                 c["layer_types"][0] = hit  # MiMoV2FlashConfig: the first layer is global too
-            if model_type in ("beam", "gemma4_text"):
+            if model_type in ("beam", "gemma4_text", "gemma4_unified_text"):
                 c["layer_types"][-1] = hit  # BeamConfig: the last layer is global too
         elif rule[0] == "indices":  # (indices, type listed, type not listed, key, all if absent)
             _, hit, other, key, everywhere = rule
