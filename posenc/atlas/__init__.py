@@ -986,6 +986,9 @@ _NOTES_ZH = (
      "proportional：不旋转的维度对频率为 0"),
     (re.compile(r"(\d+) of (\d+) layers have no attention \(([^)]*)\): no positions"),
      r"\2 层里有 \1 层没有注意力（\3）：不编码位置"),
+    (re.compile(r"the indexer that picks each query's keys rotates its features in halves; "
+                r"the attention in neighbour pairs"),
+     "为每个查询挑选键的索引器按前后两半旋转它的特征，注意力本身按相邻两维成对旋转"),
     (re.compile(r"queries and keys come from a causal convolution over the tokens \(CCA\) "
                 r"before they are rotated"),
      "查询和键先经过一次沿词元的因果卷积（CCA）再旋转"),

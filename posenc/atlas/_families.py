@@ -555,6 +555,25 @@ FAMILIES: dict[str, dict[str, Any]] = {
                             "head_dim": 256, "hidden_size": 2304, "num_attention_heads": 8,
                             "num_hidden_layers": 30, "max_position_embeddings": 262144,
                             "sliding_window": 1024, "rope_theta": 10000.0},
+    # MLA in neighbour pairs (apply_rotary_pos_emb_interleave, whatever the config says),
+    # with DeepSeek-V3.2's indexer, which rotates its own features in halves
+    "axk2": {"_source": "models/axk2/modeling_axk2.py", "_interleaved": True,
+             "_layer_types": ("all", "indexed_attention"),
+             "_notes": ("the indexer that picks each query's keys rotates its features in "
+                        "halves; the attention in neighbour pairs",),
+             "hidden_size": 2048, "num_attention_heads": 32, "num_hidden_layers": 48,
+             "max_position_embeddings": 131072, "qk_rope_head_dim": 32, "qk_nope_head_dim": 64,
+             "rope_theta": 10000.0},
+    # MLA (neighbour pairs) in every layer_group_size-th layer; linear attention elsewhere
+    "bailing_hybrid": {"_source": "models/bailing_hybrid/modeling_bailing_hybrid.py",
+                       "_interleaved": True, "_renamed": {"model_max_length":
+                                                          "max_position_embeddings"},
+                       "_layer_types": ("every", 6, "full_attention", "linear_attention",
+                                        "layer_group_size"),
+                       "_no_attention": ("linear_attention",), "hidden_size": 2560,
+                       "num_attention_heads": 32, "num_hidden_layers": 42,
+                       "max_position_embeddings": 262144, "qk_rope_head_dim": 64,
+                       "qk_nope_head_dim": 128, "rope_theta": 6000000.0},
     # rope_parameters keyed by layer type, filled by no converter: each used dict names its
     # own base (``_fills_theta`` False), as the class's convert_rope_params_to_dict does nothing
     "laguna": {"_source": "models/laguna/modeling_laguna.py", "_fills_theta": False,
@@ -695,12 +714,11 @@ REFUSED.update(dict.fromkeys("""
     ("transformers 5.23 has its configuration class but no model file, so no code says how it "
      "rotates")))
 REFUSED.update(dict.fromkeys("""
-    unlimited_ocr_text hrm_text cohere_compass_text step3p5 ernie4_5_vl_moe_text axk2
-    bailing_hybrid blt blt_global_transformer blt_local_decoder blt_local_encoder
-    blt_patcher deepseek_v4 diffusion_gemma_text dots3_note_text gemma3n_text hy_v4 idefics
-    modernbert-decoder muse_glimmer_assistant muse_glimmer_text muse_spark_text neomme
-    openai_privacy_filter qwen4_exp_text recurrent_gemma t5_gemma_module t5gemma2_decoder
-    t5gemma2_text zamba2
+    unlimited_ocr_text hrm_text cohere_compass_text step3p5 ernie4_5_vl_moe_text blt
+    blt_global_transformer blt_local_decoder blt_local_encoder blt_patcher deepseek_v4
+    diffusion_gemma_text dots3_note_text gemma3n_text hy_v4 idefics modernbert-decoder
+    muse_glimmer_assistant muse_glimmer_text muse_spark_text neomme openai_privacy_filter
+    qwen4_exp_text recurrent_gemma t5_gemma_module t5gemma2_decoder t5gemma2_text zamba2
 """.split(),
     "a text model whose reading rules posenc has not derived from its transformers 5.23 code yet"))
 

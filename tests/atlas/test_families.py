@@ -373,6 +373,8 @@ VARIANTS = {
                                              "full_attention": {"rope_type": "proportional",
                                                                 "partial_rotary_factor": 0.5,
                                                                 "rope_theta": 500000.0}}})],
+    "bailing_hybrid": [("layer_group_size", {"layer_group_size": 4, "num_hidden_layers": 8,
+                                             "model_max_length": 32768})],
     "dbrx": [("attn_config", {"attn_config": {"rope_theta": 500000.0, "kv_n_heads": 8},
                               "rope_theta": 500000.0})],
     "cohere2_moe": [("dense_prefix", {"first_k_dense_replace": 3, "num_hidden_layers": 8,
