@@ -574,6 +574,26 @@ FAMILIES: dict[str, dict[str, Any]] = {
                        "num_attention_heads": 32, "num_hidden_layers": 42,
                        "max_position_embeddings": 262144, "qk_rope_head_dim": 64,
                        "qk_nope_head_dim": 128, "rope_theta": 6000000.0},
+    # Zamba2: mamba2 layers ("linear_attention"), and "hybrid" layers that run one shared
+    # attention block (on hidden state and embeddings concatenated: heads 2 * hidden_size
+    # // num_attention_heads wide), rotating only with use_mem_rope
+    "zamba2": {"_source": "models/zamba2/modeling_zamba2.py",
+               "_renamed": {"layers_block_type": "layer_types", "attention_head_dim": "head_dim"},
+               "_layer_types": ("zamba2",), "_no_attention": ("linear_attention",),
+               "hidden_size": 2560, "num_attention_heads": 32, "num_hidden_layers": 54,
+               "max_position_embeddings": 4096, "use_mem_rope": False, "use_long_context": False,
+               "rope_theta": 10000.0},
+    # reference_sliding_attention (where a window is set): every prompt token stays
+    # visible, and a window of sliding_window generated tokens; head_dim is always
+    # hidden_size // num_attention_heads
+    "unlimited_ocr_text": {"_source": "models/unlimited_ocr/modeling_unlimited_ocr.py",
+                           "_layer_types": ("all_window", "reference_sliding_attention"),
+                           "_head_from_hidden": True,
+                           "_notes": ("reference_sliding_attention layers keep every prompt "
+                                      "token visible and slide over the generated ones",),
+                           "hidden_size": 1280, "num_attention_heads": 10,
+                           "num_hidden_layers": 12, "max_position_embeddings": 32768,
+                           "sliding_window": 128, "rope_theta": 10000.0},
     # rope_parameters keyed by layer type, filled by no converter: each used dict names its
     # own base (``_fills_theta`` False), as the class's convert_rope_params_to_dict does nothing
     "laguna": {"_source": "models/laguna/modeling_laguna.py", "_fills_theta": False,
@@ -714,17 +734,23 @@ REFUSED.update(dict.fromkeys("""
     ("transformers 5.23 has its configuration class but no model file, so no code says how it "
      "rotates")))
 REFUSED.update(dict.fromkeys("""
-    unlimited_ocr_text hrm_text cohere_compass_text step3p5 ernie4_5_vl_moe_text blt
-    blt_global_transformer blt_local_decoder blt_local_encoder blt_patcher deepseek_v4
-    diffusion_gemma_text dots3_note_text gemma3n_text hy_v4 idefics modernbert-decoder
-    muse_glimmer_assistant muse_glimmer_text muse_spark_text neomme openai_privacy_filter
-    qwen4_exp_text recurrent_gemma t5_gemma_module t5gemma2_decoder t5gemma2_text zamba2
+    hrm_text cohere_compass_text step3p5 ernie4_5_vl_moe_text blt blt_global_transformer
+    blt_local_decoder blt_local_encoder blt_patcher deepseek_v4 diffusion_gemma_text
+    dots3_note_text gemma3n_text hy_v4 idefics modernbert-decoder muse_glimmer_assistant
+    muse_glimmer_text muse_spark_text neomme openai_privacy_filter qwen4_exp_text
+    recurrent_gemma t5_gemma_module t5gemma2_decoder t5gemma2_text
 """.split(),
     "a text model whose reading rules posenc has not derived from its transformers 5.23 code yet"))
 
 REFUSED["mistral_large4_text"] = (
     "its rotary class multiplies each frequency by exp(alpha), a buffer loaded with the "
     "weights (LeRoPE), so the config does not determine the frequencies")
+
+#: Layer type names transformers 5.23 renames when it loads any config
+#: (``configuration_utils._LEGACY_LAYER_TYPE_REMAP``).
+_LEGACY_LAYER_TYPES = {"mamba": "linear_attention", "attention": "full_attention",
+                       "deepseek_sparse_attention": "indexed_attention",
+                       "qwen_sparse_attention": "indexed_attention"}
 
 #: The most layers a config may declare (lists are built per layer).
 MAX_LAYERS = 100_000
@@ -862,6 +888,9 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
     for old_key, key in family.get("_renamed", {}).items():  # transformers' attribute_map
         if old_key in c:
             c.setdefault(key, c.pop(old_key))
+    if isinstance(c.get("layer_types"), list):  # PreTrainedConfig.__post_init__'s remap
+        c["layer_types"] = [_LEGACY_LAYER_TYPES.get(t, t) if isinstance(t, str) else t
+                            for t in c["layer_types"]]
     for key, value in family.items():
         if not key.startswith("_") and key not in (
                 "rope_theta", "partial_rotary_factor", "rope_local_base_freq",
@@ -1209,6 +1238,17 @@ def _family_rules(c, family, model_type):
     if model_type == "mimo_v2_flash" and c.get("sliding_window_size") is not None:
         # MiMoV2FlashConfig: the window attends sliding_window_size tokens plus the query
         c["sliding_window"] = _count(c, "sliding_window_size") + 1
+    if family.get("_head_from_hidden"):  # its __post_init__ sets head_dim so
+        c["head_dim"] = _count(c, "hidden_size") // _count(c, "num_attention_heads")
+    if model_type == "zamba2":
+        if c.get("use_long_context"):
+            if c.get("use_mem_rope"):
+                raise ValueError(
+                    "config['use_long_context'] is true: transformers 5.23 warns that it uses "
+                    "a rescaled rope_theta but rotates with the file's base, so which base the "
+                    "checkpoint expects is not in the config; read it without use_long_context")
+            c["max_position_embeddings"] = 16384  # Zamba2Config sets it so
+        c["head_dim"] = 2 * _count(c, "hidden_size") // _count(c, "num_attention_heads")
     if c.get("layer_types") is None and "_layer_types" in family:
         rule = family["_layer_types"]
         n = _count(c, "num_hidden_layers", maximum=MAX_LAYERS)
@@ -1248,6 +1288,10 @@ def _family_rules(c, family, model_type):
         elif rule[0] == "flint":  # FlintConfig: the first two, every i % 4 == 1 and the last global
             c["layer_types"] = ["full_attention" if i < 2 or i % 4 == 1 or i == n - 1
                                 else "sliding_attention" for i in range(n)]
+        elif rule[0] == "zamba2":  # Zamba2Config's layout, 54 layers whatever the count
+            c["layer_types"] = (["linear_attention"] + (["linear_attention"] * 5 + ["hybrid"]) * 7
+                                + ["linear_attention"] * 4 + ["hybrid"] + ["linear_attention"] * 3
+                                + ["hybrid"] + ["linear_attention"] * 2)
         elif rule[0] == "lfm3":  # Lfm3Config: i % 4 == 2 full, i % 4 == 0 < i sliding, else conv
             c["layer_types"] = ["full_attention" if i % 4 == 2 else "sliding_attention"
                                 if i % 4 == 0 and i > 0 else "conv" for i in range(n)]
@@ -1264,6 +1308,9 @@ def _family_rules(c, family, model_type):
         c["no_rope_layers"] = [0] * len(types or [])
     if "_rotating_types" in family and types:  # the model file rotates these types only
         c["no_rope_layers"] = [int(t in family["_rotating_types"]) for t in types]
+    if model_type == "zamba2" and not c.get("use_mem_rope"):
+        # Zamba2Model builds no rotary module and passes None without use_mem_rope
+        c["no_rope_layers"] = [0] * len(types or [])
     if model_type == "olmo_hybrid" and types:
         # OlmoHybridModel gives position embeddings to its full_attention layers only
         c["no_rope_layers"] = [int(t == "full_attention") for t in types]

@@ -146,6 +146,8 @@ RULES = {
     "flint": lambda c, i, t, f: t if t == "sliding_attention" else "nope",
     # OlmoHybridModel passes position embeddings to full_attention layers only
     "olmo_hybrid": lambda c, i, t, f: t if t == "full_attention" else "nope",
+    # Zamba2Attention rotates "if self.config.use_mem_rope"
+    "zamba2": lambda c, i, t, f: t if c.use_mem_rope else "nope",
     # GraniteSWAModel passes no position embeddings where layer_rope_theta is 0
     "granite_swa": lambda c, i, t, f: t if c.layer_rope_theta[i] else "nope",
     "granitemoe_swa": lambda c, i, t, f: t if c.layer_rope_theta[i] else "nope",
@@ -375,6 +377,9 @@ VARIANTS = {
                                                                 "rope_theta": 500000.0}}})],
     "bailing_hybrid": [("layer_group_size", {"layer_group_size": 4, "num_hidden_layers": 8,
                                              "model_max_length": 32768})],
+    "zamba2": [("mem_rope", {"use_mem_rope": True, "num_hidden_layers": 6, "layers_block_type": [
+        "mamba", "hybrid", "mamba", "mamba", "hybrid", "mamba"]})],
+    "unlimited_ocr_text": [("no_window", {"sliding_window": None, "head_dim": 64})],
     "dbrx": [("attn_config", {"attn_config": {"rope_theta": 500000.0, "kv_n_heads": 8},
                               "rope_theta": 500000.0})],
     "cohere2_moe": [("dense_prefix", {"first_k_dense_replace": 3, "num_hidden_layers": 8,
@@ -508,6 +513,8 @@ def test_a_hybrid_says_which_layers_have_no_attention():
      r"config\['use_bidirectional_attention'\] is 'all'"),
     ({"model_type": "gemma4_text", "num_hidden_layers": 6,
       "per_layer_config": {"1": {"head_dim": 128}}}, "sliding_attention layers 2 head widths"),
+    ({"model_type": "zamba2", "use_mem_rope": True, "use_long_context": True},
+     r"config\['use_long_context'\] is true"),
     # one base per layer type
     ({"model_type": "granite_swa", "num_hidden_layers": 4,
       "layer_rope_theta": [10000.0, 10000.0, 20000.0, 0]}, "sliding_attention layers 2 bases"),
