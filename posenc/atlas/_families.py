@@ -594,6 +594,25 @@ FAMILIES: dict[str, dict[str, Any]] = {
                            "hidden_size": 1280, "num_attention_heads": 10,
                            "num_hidden_layers": 12, "max_position_embeddings": 32768,
                            "sliding_window": 128, "rope_theta": 10000.0},
+    # MLA in halves ("Non-interleave RoPE") with a DSA indexer that some layers share
+    "hy_v4": {"_source": "models/hy_v4/modeling_hy_v4.py",
+              "_layer_types": ("all", "indexed_attention"), "hidden_size": 2816,
+              "num_attention_heads": 32, "num_hidden_layers": 34,
+              "max_position_embeddings": 262144, "qk_rope_head_dim": 64, "qk_nope_head_dim": 192,
+              "rope_theta": 10000.0},
+    # every fourth layer from the last global; layer_rope_theta 0 gives a layer no RoPE
+    # (its other entries are not read: one rotary module at rope_parameters' base)
+    "muse_glimmer_text": {"_source": "models/muse_glimmer/modeling_muse_glimmer.py",
+                          "_layer_types": ("from_last", 4, "full_attention", "sliding_attention"),
+                          "head_dim": 128, "hidden_size": 6656, "num_attention_heads": 32,
+                          "num_hidden_layers": 52, "max_position_embeddings": 131072,
+                          "sliding_window": 2048, "rope_theta": 10000.0},
+    "muse_spark_text": {"_source": "models/muse_spark/modeling_muse_spark.py",
+                        "_layer_types": ("from_last", 4, "full_attention", "sliding_attention"),
+                        "_default_rope": {"rope_type": "default", "rope_theta": 500000.0},
+                        "head_dim": 64, "hidden_size": 8192, "num_attention_heads": 128,
+                        "num_hidden_layers": 62, "max_position_embeddings": 1048576,
+                        "sliding_window": 2048, "rope_theta": 10000.0},
     # rope_parameters keyed by layer type, filled by no converter: each used dict names its
     # own base (``_fills_theta`` False), as the class's convert_rope_params_to_dict does nothing
     "laguna": {"_source": "models/laguna/modeling_laguna.py", "_fills_theta": False,
@@ -736,9 +755,9 @@ REFUSED.update(dict.fromkeys("""
 REFUSED.update(dict.fromkeys("""
     hrm_text cohere_compass_text step3p5 ernie4_5_vl_moe_text blt blt_global_transformer
     blt_local_decoder blt_local_encoder blt_patcher deepseek_v4 diffusion_gemma_text
-    dots3_note_text gemma3n_text hy_v4 idefics modernbert-decoder muse_glimmer_assistant
-    muse_glimmer_text muse_spark_text neomme openai_privacy_filter qwen4_exp_text
-    recurrent_gemma t5_gemma_module t5gemma2_decoder t5gemma2_text
+    dots3_note_text gemma3n_text idefics modernbert-decoder muse_glimmer_assistant neomme
+    openai_privacy_filter qwen4_exp_text recurrent_gemma t5_gemma_module t5gemma2_decoder
+    t5gemma2_text
 """.split(),
     "a text model whose reading rules posenc has not derived from its transformers 5.23 code yet"))
 
@@ -946,6 +965,8 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
                 p.pop("partial_rotary_factor", None)
     if model_type in ("gemma4_text", "gemma4_unified_text"):
         _gemma4_heads(c)
+    elif model_type in ("muse_glimmer_text", "muse_spark_text"):
+        _nope_where_base_zero(c)
     elif model_type in ("granite_swa", "granitemoe_swa"):
         _bases_per_layer(c)
     elif model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen2_vl_text", "qwen2_5_vl_text"):
@@ -1065,6 +1086,31 @@ def _gemma4_heads(c):
                 "table per layer type, which cannot serve them all; give them one width")
     c["head_dim"] = next(iter(per_type.get("sliding_attention", {head})))
     c["global_head_dim"] = next(iter(per_type.get("full_attention", {head})))
+
+
+def _nope_where_base_zero(c):
+    """Muse: layer_rope_theta marks NoPE layers with 0 (by default every fourth from the
+    last); the model rotates every other layer with the one module at rope_parameters'
+    base, so a different non-zero entry would be silently ignored: refused."""
+    from . import _real
+
+    types, base = c["layer_types"], float(c["rope_parameters"]["rope_theta"])
+    n = len(types)
+    bases = c.get("layer_rope_theta")
+    if bases is None:  # its __post_init__
+        bases = [0 if (n - 1 - i) % 4 == 0 else base for i in range(n)]
+    if not isinstance(bases, (list, tuple)) or len(bases) != n:
+        raise ValueError(f"config['layer_rope_theta'] must list one base per layer ({n}), "
+                         f"got {_short(bases)}")
+    bases = [_real(b, "config['layer_rope_theta'] entries") for b in bases]
+    other = sorted({b for b in bases if b and b != base})
+    if other:
+        raise ValueError(
+            f"config['layer_rope_theta'] gives bases {', '.join(f'{b:g}' for b in other)} but "
+            f"transformers 5.23 rotates every RoPE layer of this family with rope_parameters' "
+            f"base {base:g} (it reads layer_rope_theta only for 0, no RoPE); give those "
+            "layers that base, or 0")
+    c["no_rope_layers"] = [int(bool(b)) for b in bases]
 
 
 def _bases_per_layer(c):
@@ -1288,6 +1334,9 @@ def _family_rules(c, family, model_type):
         elif rule[0] == "flint":  # FlintConfig: the first two, every i % 4 == 1 and the last global
             c["layer_types"] = ["full_attention" if i < 2 or i % 4 == 1 or i == n - 1
                                 else "sliding_attention" for i in range(n)]
+        elif rule[0] == "from_last":  # (from_last, period, type when (n-1-i) % period == 0, else)
+            _, period, hit, other = rule
+            c["layer_types"] = [hit if (n - 1 - i) % period == 0 else other for i in range(n)]
         elif rule[0] == "zamba2":  # Zamba2Config's layout, 54 layers whatever the count
             c["layer_types"] = (["linear_attention"] + (["linear_attention"] * 5 + ["hybrid"]) * 7
                                 + ["linear_attention"] * 4 + ["hybrid"] + ["linear_attention"] * 3

@@ -146,6 +146,9 @@ RULES = {
     "flint": lambda c, i, t, f: t if t == "sliding_attention" else "nope",
     # OlmoHybridModel passes position embeddings to full_attention layers only
     "olmo_hybrid": lambda c, i, t, f: t if t == "full_attention" else "nope",
+    # MuseGlimmerTextModel: "position_embeddings if self.config.layer_rope_theta[i] else None"
+    "muse_glimmer_text": lambda c, i, t, f: t if c.layer_rope_theta[i] else "nope",
+    "muse_spark_text": lambda c, i, t, f: t if c.layer_rope_theta[i] else "nope",
     # Zamba2Attention rotates "if self.config.use_mem_rope"
     "zamba2": lambda c, i, t, f: t if c.use_mem_rope else "nope",
     # GraniteSWAModel passes no position embeddings where layer_rope_theta is 0
@@ -380,6 +383,11 @@ VARIANTS = {
     "zamba2": [("mem_rope", {"use_mem_rope": True, "num_hidden_layers": 6, "layers_block_type": [
         "mamba", "hybrid", "mamba", "mamba", "hybrid", "mamba"]})],
     "unlimited_ocr_text": [("no_window", {"sliding_window": None, "head_dim": 64})],
+    "muse_glimmer_text": [("layer_rope_theta", {"num_hidden_layers": 6, "rope_theta": 40000.0,
+                                                "layer_rope_theta": [40000.0, 0, 40000.0, 0,
+                                                                     40000.0, 40000.0]})],
+    "muse_spark_text": [("layer_rope_theta", {"num_hidden_layers": 5,
+                                              "layer_rope_theta": [0, 0, 500000.0, 500000.0, 0]})],
     "dbrx": [("attn_config", {"attn_config": {"rope_theta": 500000.0, "kv_n_heads": 8},
                               "rope_theta": 500000.0})],
     "cohere2_moe": [("dense_prefix", {"first_k_dense_replace": 3, "num_hidden_layers": 8,
@@ -515,6 +523,8 @@ def test_a_hybrid_says_which_layers_have_no_attention():
       "per_layer_config": {"1": {"head_dim": 128}}}, "sliding_attention layers 2 head widths"),
     ({"model_type": "zamba2", "use_mem_rope": True, "use_long_context": True},
      r"config\['use_long_context'\] is true"),
+    ({"model_type": "muse_glimmer_text", "num_hidden_layers": 4,
+      "layer_rope_theta": [10000.0, 20000.0, 10000.0, 0]}, "bases 20000 but"),
     # one base per layer type
     ({"model_type": "granite_swa", "num_hidden_layers": 4,
       "layer_rope_theta": [10000.0, 10000.0, 20000.0, 0]}, "sliding_attention layers 2 bases"),
