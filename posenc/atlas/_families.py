@@ -613,6 +613,23 @@ FAMILIES: dict[str, dict[str, Any]] = {
                         "head_dim": 64, "hidden_size": 8192, "num_attention_heads": 128,
                         "num_hidden_layers": 62, "max_position_embeddings": 1048576,
                         "sliding_window": 2048, "rope_theta": 10000.0},
+    # Gemma 3's rope reading (rope_local_base_freq for the sliding layers); every fifth
+    # layer global; the last num_kv_shared_layers reuse keys rotated at the same positions
+    "gemma3n_text": {"_source": "models/gemma3n/modeling_gemma3n.py",
+                     "_layer_types": ("every", 5, "full_attention", "sliding_attention", None),
+                     "head_dim": 256, "hidden_size": 2048, "num_attention_heads": 8,
+                     "num_hidden_layers": 35, "max_position_embeddings": 32768,
+                     "sliding_window": 512, "rope_theta": 1000000.0,
+                     "rope_local_base_freq": 10000.0},
+    # Griffin: block_types cycled over the layers, "attention" a local (sliding) attention
+    # that rotates the first half of each head; "recurrent" an RG-LRU (no attention)
+    "recurrent_gemma": {"_source": "models/recurrent_gemma/modeling_recurrent_gemma.py",
+                        "_renamed": {"attention_window_size": "sliding_window"},
+                        "_layer_types": ("recurrent_gemma",), "_head_from_hidden": True,
+                        "_no_attention": ("linear_attention",), "hidden_size": 2560,
+                        "num_attention_heads": 10, "num_hidden_layers": 26,
+                        "sliding_window": 2048, "rope_theta": 10000.0,
+                        "partial_rotary_factor": 0.5},
     # rope_parameters keyed by layer type, filled by no converter: each used dict names its
     # own base (``_fills_theta`` False), as the class's convert_rope_params_to_dict does nothing
     "laguna": {"_source": "models/laguna/modeling_laguna.py", "_fills_theta": False,
@@ -677,7 +694,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
 #: (tests/atlas/test_families.py checks this against their code).
 PARTIAL_DEFAULT = frozenset("""
     codegen gptj bamba glm glm4 glm4_moe glm4_moe_lite mimo_v2_flash glm4v_moe_text glm4v_text
-    glm_image_text glm_ocr_text laguna mellum zaya
+    glm_image_text glm_ocr_text laguna mellum zaya recurrent_gemma
     gpt_neox
     gpt_neox_japanese minimax_m2 minimax_m3_vl_text nemotron persimmon phi phi3
     phi4_multimodal qwen3_5_moe_text qwen3_5_text qwen3_next solar_open stablelm
@@ -755,9 +772,8 @@ REFUSED.update(dict.fromkeys("""
 REFUSED.update(dict.fromkeys("""
     hrm_text cohere_compass_text step3p5 ernie4_5_vl_moe_text blt blt_global_transformer
     blt_local_decoder blt_local_encoder blt_patcher deepseek_v4 diffusion_gemma_text
-    dots3_note_text gemma3n_text idefics modernbert-decoder muse_glimmer_assistant neomme
-    openai_privacy_filter qwen4_exp_text recurrent_gemma t5_gemma_module t5gemma2_decoder
-    t5gemma2_text
+    dots3_note_text idefics modernbert-decoder muse_glimmer_assistant neomme
+    openai_privacy_filter qwen4_exp_text t5_gemma_module t5gemma2_decoder t5gemma2_text
 """.split(),
     "a text model whose reading rules posenc has not derived from its transformers 5.23 code yet"))
 
@@ -926,7 +942,7 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         if not params or "rope_theta" not in params:
             c.setdefault("rope_theta", c.pop("rotary_emb_base", family["rope_theta"]))
         c.setdefault("partial_rotary_factor", c.pop("rotary_pct", 0.25))
-    if model_type in ("gemma3_text", "olmo3"):
+    if model_type in ("gemma3_text", "gemma3n_text", "olmo3"):
         _nested_rope(c, family, model_type)
     elif model_type == "cohere2_moe":
         _cohere2_moe_rope(c, family)
@@ -947,6 +963,10 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
             _mistral4_width(c, params)
         if model_type == "dbrx":
             _dbrx_base(c, params)
+        if model_type == "recurrent_gemma" and params["rope_type"] != "default":
+            raise ValueError(f"config['rope_parameters']['rope_type'] is {params['rope_type']!r}, "
+                             "but RecurrentGemmaRotaryEmbedding accepts 'default' only; read it "
+                             "with rope_type 'default'")
         if model_type == "phi3" and params["rope_type"] in ("su", "yarn"):
             # Phi3Config renames the old names after standardize_rope_params, which
             # moved no original length into the dict for them: its validation then fails
@@ -1239,7 +1259,7 @@ def _nested_rope(c, family, model_type):
     if params.get("sliding_attention") is None:
         params["sliding_attention"] = {"rope_type": "default"}
     default = family["rope_theta"]
-    if model_type == "gemma3_text":
+    if model_type in ("gemma3_text", "gemma3n_text"):
         params["full_attention"].setdefault("rope_theta", c.get("rope_theta", default))
         params["sliding_attention"].setdefault(
             "rope_theta", c.get("rope_local_base_freq", family["rope_local_base_freq"]))
@@ -1337,6 +1357,13 @@ def _family_rules(c, family, model_type):
         elif rule[0] == "from_last":  # (from_last, period, type when (n-1-i) % period == 0, else)
             _, period, hit, other = rule
             c["layer_types"] = [hit if (n - 1 - i) % period == 0 else other for i in range(n)]
+        elif rule[0] == "recurrent_gemma":  # RecurrentGemmaConfig.layers_block_type
+            blocks = c.get("block_types", ("recurrent", "recurrent", "attention"))
+            if not isinstance(blocks, (list, tuple)) or not blocks:
+                raise TypeError(f"config['block_types'] must be a non-empty list, got "
+                                f"{_short(blocks)}")
+            c["layer_types"] = ["linear_attention" if b == "recurrent" else "sliding_attention"
+                                for b in (list(blocks) * n)[:n]]
         elif rule[0] == "zamba2":  # Zamba2Config's layout, 54 layers whatever the count
             c["layer_types"] = (["linear_attention"] + (["linear_attention"] * 5 + ["hybrid"]) * 7
                                 + ["linear_attention"] * 4 + ["hybrid"] + ["linear_attention"] * 3

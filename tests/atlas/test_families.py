@@ -192,7 +192,7 @@ def transformers_reading(config):
             inv, att = module.inv_freq, module.attention_scaling
         layers[t] = (inv.double().numpy(), float(att))
     return {"per_layer": per_layer, "layers": layers, "windows": _windows(text),
-            "max_position_embeddings": text.max_position_embeddings}
+            "max_position_embeddings": getattr(text, "max_position_embeddings", None)}
 
 
 def _windows(text):
@@ -223,7 +223,7 @@ def _gptj_reading(text, per_layer):
     half = text.rotary_dim // 2
     inv = torch.atan2(table[1, :half].double(), table[1, half:].double())  # angle at position 1
     return {"per_layer": per_layer, "layers": {"all": (inv.numpy(), 1.0)}, "windows": {},
-            "max_position_embeddings": text.max_position_embeddings}
+            "max_position_embeddings": getattr(text, "max_position_embeddings", None)}
 
 
 def assert_reads_as_transformers(description, reference):
@@ -388,6 +388,10 @@ VARIANTS = {
                                                                      40000.0, 40000.0]})],
     "muse_spark_text": [("layer_rope_theta", {"num_hidden_layers": 5,
                                               "layer_rope_theta": [0, 0, 500000.0, 500000.0, 0]})],
+    "recurrent_gemma": [("block_types", {"block_types": ["attention", "recurrent"],
+                                         "num_hidden_layers": 5, "attention_window_size": 512})],
+    "gemma3n_text": [("rope_local_base_freq", {"rope_local_base_freq": 20000.0, "rope_theta": 5e5,
+                                               "num_hidden_layers": 10})],
     "dbrx": [("attn_config", {"attn_config": {"rope_theta": 500000.0, "kv_n_heads": 8},
                               "rope_theta": 500000.0})],
     "cohere2_moe": [("dense_prefix", {"first_k_dense_replace": 3, "num_hidden_layers": 8,
