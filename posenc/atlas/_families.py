@@ -630,6 +630,14 @@ FAMILIES: dict[str, dict[str, Any]] = {
                         "num_attention_heads": 10, "num_hidden_layers": 26,
                         "sliding_window": 2048, "rope_theta": 10000.0,
                         "partial_rotary_factor": 0.5},
+    # ModernBERT as a causal decoder: every global_attn_every_n_layers-th layer global from
+    # the first, the others sliding over local_attention // 2 tokens
+    "modernbert-decoder": {"_source": "models/modernbert_decoder/modeling_modernbert_decoder.py",
+                           "_layer_types": ("every", 3, "full_attention", "sliding_attention",
+                                            "global_attn_every_n_layers", 0),
+                           "hidden_size": 768, "num_attention_heads": 12,
+                           "num_hidden_layers": 22, "max_position_embeddings": 8192,
+                           "local_attention": 128, "rope_theta": 160000.0},
     # rope_parameters keyed by layer type, filled by no converter: each used dict names its
     # own base (``_fills_theta`` False), as the class's convert_rope_params_to_dict does nothing
     "laguna": {"_source": "models/laguna/modeling_laguna.py", "_fills_theta": False,
@@ -772,8 +780,8 @@ REFUSED.update(dict.fromkeys("""
 REFUSED.update(dict.fromkeys("""
     hrm_text cohere_compass_text step3p5 ernie4_5_vl_moe_text blt blt_global_transformer
     blt_local_decoder blt_local_encoder blt_patcher deepseek_v4 diffusion_gemma_text
-    dots3_note_text idefics modernbert-decoder muse_glimmer_assistant neomme
-    openai_privacy_filter qwen4_exp_text t5_gemma_module t5gemma2_decoder t5gemma2_text
+    dots3_note_text idefics muse_glimmer_assistant neomme openai_privacy_filter
+    qwen4_exp_text t5_gemma_module t5gemma2_decoder t5gemma2_text
 """.split(),
     "a text model whose reading rules posenc has not derived from its transformers 5.23 code yet"))
 
@@ -942,7 +950,7 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         if not params or "rope_theta" not in params:
             c.setdefault("rope_theta", c.pop("rotary_emb_base", family["rope_theta"]))
         c.setdefault("partial_rotary_factor", c.pop("rotary_pct", 0.25))
-    if model_type in ("gemma3_text", "gemma3n_text", "olmo3"):
+    if model_type in ("gemma3_text", "gemma3n_text", "olmo3", "modernbert-decoder"):
         _nested_rope(c, family, model_type)
     elif model_type == "cohere2_moe":
         _cohere2_moe_rope(c, family)
@@ -1238,7 +1246,8 @@ def _cohere2_moe_rope(c, family):
 
 
 def _nested_rope(c, family, model_type):
-    """Gemma 3 / OLMo 3: a rope dict per layer type, rope_scaling for the global layers."""
+    """Gemma 3 / OLMo 3 / ModernBERT decoder: a rope dict per layer type, rope_scaling for
+    the global layers (ModernBERT's: for both)."""
     _check_top_reals(c, "rope_theta", "rope_local_base_freq")
     scaling = c.pop("rope_scaling", None)
     if scaling is not None and not isinstance(scaling, Mapping):
@@ -1254,12 +1263,20 @@ def _nested_rope(c, family, model_type):
         if params["full_attention"] is None:
             params["full_attention"] = {}
         params["full_attention"].update(scaling)
+        if model_type == "modernbert-decoder":  # its converter scales both layer types
+            if params.get("sliding_attention") is None:
+                params["sliding_attention"] = {"rope_type": "default"}
+            params["sliding_attention"].update(scaling)
     if params.get("full_attention") is None:
         params["full_attention"] = {"rope_type": "default"}
     if params.get("sliding_attention") is None:
         params["sliding_attention"] = {"rope_type": "default"}
     default = family["rope_theta"]
-    if model_type in ("gemma3_text", "gemma3n_text"):
+    if model_type == "modernbert-decoder":  # global_rope_theta / local_rope_theta
+        _check_top_reals(c, "global_rope_theta", "local_rope_theta")
+        params["full_attention"].setdefault("rope_theta", c.get("global_rope_theta", default))
+        params["sliding_attention"].setdefault("rope_theta", c.get("local_rope_theta", 10000.0))
+    elif model_type in ("gemma3_text", "gemma3n_text"):
         params["full_attention"].setdefault("rope_theta", c.get("rope_theta", default))
         params["sliding_attention"].setdefault(
             "rope_theta", c.get("rope_local_base_freq", family["rope_local_base_freq"]))
@@ -1306,6 +1323,13 @@ def _family_rules(c, family, model_type):
         c["sliding_window"] = _count(c, "sliding_window_size") + 1
     if family.get("_head_from_hidden"):  # its __post_init__ sets head_dim so
         c["head_dim"] = _count(c, "hidden_size") // _count(c, "num_attention_heads")
+    if model_type == "modernbert-decoder":  # its __post_init__: half the local window
+        local = _count(c, "local_attention", minimum=0)
+        if not local and "sliding_attention" in (c.get("layer_types") or ["sliding_attention"]):
+            raise ValueError("config['local_attention'] must be positive for sliding layers: "
+                             "ModernBertDecoderConfig then sets sliding_window -1, which no mask "
+                             "reads as a window; give the local window")
+        c["sliding_window"] = local // 2 if local else None
     if model_type == "zamba2":
         if c.get("use_long_context"):
             if c.get("use_mem_rope"):
