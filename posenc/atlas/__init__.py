@@ -986,6 +986,9 @@ _NOTES_ZH = (
      "proportional：不旋转的维度对频率为 0"),
     (re.compile(r"(\d+) of (\d+) layers have no attention \(([^)]*)\): no positions"),
      r"\2 层里有 \1 层没有注意力（\3）：不编码位置"),
+    (re.compile(r"the indexer that picks each query's keys scores blocks of keys, mean-pooled "
+                r"and rotated at each block's first position"),
+     "为每个查询挑选键的索引器给键块打分：块内的键取平均，再按块首的位置旋转"),
     (re.compile(r"reference_sliding_attention layers keep every prompt token visible and "
                 r"slide over the generated ones"),
      "reference_sliding_attention 层始终看得见提示里的每个词元，只对生成的词元滑动窗口"),

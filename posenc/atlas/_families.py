@@ -638,6 +638,17 @@ FAMILIES: dict[str, dict[str, Any]] = {
                            "hidden_size": 768, "num_attention_heads": 12,
                            "num_hidden_layers": 22, "max_position_embeddings": 8192,
                            "local_attention": 128, "rope_theta": 160000.0},
+    # Qwen3.5's rotary module; every full_attention_interval-th layer attends (a QSA indexer
+    # picks its keys), the others are Gated DeltaNet
+    "qwen4_exp_text": {"_source": "models/qwen4_exp/modeling_qwen4_exp.py",
+                       "_layer_types": ("every", 4, "indexed_attention", "linear_attention",
+                                        "full_attention_interval"),
+                       "_no_attention": ("linear_attention",),
+                       "_notes": ("the indexer that picks each query's keys scores blocks of "
+                                  "keys, mean-pooled and rotated at each block's first position",),
+                       "head_dim": 256, "hidden_size": 2048, "num_attention_heads": 16,
+                       "num_hidden_layers": 40, "max_position_embeddings": 32768,
+                       "rope_theta": 10000.0},
     # rope_parameters keyed by layer type, filled by no converter: each used dict names its
     # own base (``_fills_theta`` False), as the class's convert_rope_params_to_dict does nothing
     "laguna": {"_source": "models/laguna/modeling_laguna.py", "_fills_theta": False,
@@ -702,7 +713,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
 #: (tests/atlas/test_families.py checks this against their code).
 PARTIAL_DEFAULT = frozenset("""
     codegen gptj bamba glm glm4 glm4_moe glm4_moe_lite mimo_v2_flash glm4v_moe_text glm4v_text
-    glm_image_text glm_ocr_text laguna mellum zaya recurrent_gemma
+    glm_image_text glm_ocr_text laguna mellum zaya recurrent_gemma qwen4_exp_text
     gpt_neox
     gpt_neox_japanese minimax_m2 minimax_m3_vl_text nemotron persimmon phi phi3
     phi4_multimodal qwen3_5_moe_text qwen3_5_text qwen3_next solar_open stablelm
@@ -781,7 +792,7 @@ REFUSED.update(dict.fromkeys("""
     hrm_text cohere_compass_text step3p5 ernie4_5_vl_moe_text blt blt_global_transformer
     blt_local_decoder blt_local_encoder blt_patcher deepseek_v4 diffusion_gemma_text
     dots3_note_text idefics muse_glimmer_assistant neomme openai_privacy_filter
-    qwen4_exp_text t5_gemma_module t5gemma2_decoder t5gemma2_text
+    t5_gemma_module t5gemma2_decoder t5gemma2_text
 """.split(),
     "a text model whose reading rules posenc has not derived from its transformers 5.23 code yet"))
 
@@ -931,6 +942,10 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
     for old_key, key in family.get("_renamed", {}).items():  # transformers' attribute_map
         if old_key in c:
             c.setdefault(key, c.pop(old_key))
+    if model_type == "qwen4_exp_text" and isinstance(c.get("layer_types"), list):
+        # Qwen4ExpTextConfig: its checkpoint names the indexed layers full_attention
+        c["layer_types"] = ["indexed_attention" if t == "full_attention" else t
+                            for t in c["layer_types"]]
     if isinstance(c.get("layer_types"), list):  # PreTrainedConfig.__post_init__'s remap
         c["layer_types"] = [_LEGACY_LAYER_TYPES.get(t, t) if isinstance(t, str) else t
                             for t in c["layer_types"]]

@@ -395,6 +395,9 @@ VARIANTS = {
     "modernbert-decoder": [("bases", {"global_rope_theta": 80000.0, "local_rope_theta": 20000.0,
                                       "local_attention": 256, "global_attn_every_n_layers": 4,
                                       "num_hidden_layers": 8})],
+    "qwen4_exp_text": [("layer_types", {"num_hidden_layers": 6, "layer_types": [
+        "linear_attention", "full_attention", "linear_attention", "linear_attention",
+        "full_attention", "linear_attention"]})],
     "dbrx": [("attn_config", {"attn_config": {"rope_theta": 500000.0, "kv_n_heads": 8},
                               "rope_theta": 500000.0})],
     "cohere2_moe": [("dense_prefix", {"first_k_dense_replace": 3, "num_hidden_layers": 8,
