@@ -989,6 +989,8 @@ _NOTES_ZH = (
     (re.compile(r"the indexer that picks each query's keys scores blocks of keys, mean-pooled "
                 r"and rotated at each block's first position"),
      "为每个查询挑选键的索引器给键块打分：块内的键取平均，再按块首的位置旋转"),
+    (re.compile(r"the gated cross-attention blocks to the image features rotate nothing"),
+     "对图像特征做门控交叉注意力的那些块不做任何旋转"),
     (re.compile(r"reference_sliding_attention layers keep every prompt token visible and "
                 r"slide over the generated ones"),
      "reference_sliding_attention 层始终看得见提示里的每个词元，只对生成的词元滑动窗口"),

@@ -649,6 +649,13 @@ FAMILIES: dict[str, dict[str, Any]] = {
                        "head_dim": 256, "hidden_size": 2048, "num_attention_heads": 16,
                        "num_hidden_layers": 40, "max_position_embeddings": 32768,
                        "rope_theta": 10000.0},
+    # IDEFICS (1): a LLaMA decoder whose self-attention rotates; the gated cross-attention
+    # blocks it adds before every cross_layer_interval-th layer attend to images unrotated
+    "idefics": {"_source": "models/idefics/modeling_idefics.py",
+                "_notes": ("the gated cross-attention blocks to the image features rotate "
+                           "nothing",),
+                "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
+                "max_position_embeddings": 2048, "rope_theta": 10000.0},
     # rope_parameters keyed by layer type, filled by no converter: each used dict names its
     # own base (``_fills_theta`` False), as the class's convert_rope_params_to_dict does nothing
     "laguna": {"_source": "models/laguna/modeling_laguna.py", "_fills_theta": False,
@@ -791,8 +798,8 @@ REFUSED.update(dict.fromkeys("""
 REFUSED.update(dict.fromkeys("""
     hrm_text cohere_compass_text step3p5 ernie4_5_vl_moe_text blt blt_global_transformer
     blt_local_decoder blt_local_encoder blt_patcher deepseek_v4 diffusion_gemma_text
-    dots3_note_text idefics muse_glimmer_assistant neomme openai_privacy_filter
-    t5_gemma_module t5gemma2_decoder t5gemma2_text
+    dots3_note_text muse_glimmer_assistant neomme openai_privacy_filter t5_gemma_module
+    t5gemma2_decoder t5gemma2_text
 """.split(),
     "a text model whose reading rules posenc has not derived from its transformers 5.23 code yet"))
 
