@@ -656,6 +656,12 @@ FAMILIES: dict[str, dict[str, Any]] = {
                            "nothing",),
                 "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
                 "max_position_embeddings": 2048, "rope_theta": 10000.0},
+    # Step 3.5 (Step3p7TextConfig): rope_theta and partial_rotary_factors may be per-layer
+    # lists, folded into one rope dict per layer type from the type's first layer
+    "step3p5": {"_source": "models/step3p7/modeling_step3p7.py",
+                "_layer_types": ("all", "full_attention"), "head_dim": 128, "hidden_size": 4096,
+                "num_attention_heads": 64, "num_hidden_layers": 45,
+                "max_position_embeddings": 128000, "sliding_window": None, "rope_theta": 10000.0},
     # rope_parameters keyed by layer type, filled by no converter: each used dict names its
     # own base (``_fills_theta`` False), as the class's convert_rope_params_to_dict does nothing
     "laguna": {"_source": "models/laguna/modeling_laguna.py", "_fills_theta": False,
@@ -720,7 +726,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
 #: (tests/atlas/test_families.py checks this against their code).
 PARTIAL_DEFAULT = frozenset("""
     codegen gptj bamba glm glm4 glm4_moe glm4_moe_lite mimo_v2_flash glm4v_moe_text glm4v_text
-    glm_image_text glm_ocr_text laguna mellum zaya recurrent_gemma qwen4_exp_text
+    glm_image_text glm_ocr_text laguna mellum zaya recurrent_gemma qwen4_exp_text step3p5
     gpt_neox
     gpt_neox_japanese minimax_m2 minimax_m3_vl_text nemotron persimmon phi phi3
     phi4_multimodal qwen3_5_moe_text qwen3_5_text qwen3_next solar_open stablelm
@@ -796,7 +802,7 @@ REFUSED.update(dict.fromkeys("""
     ("transformers 5.23 has its configuration class but no model file, so no code says how it "
      "rotates")))
 REFUSED.update(dict.fromkeys("""
-    hrm_text cohere_compass_text step3p5 ernie4_5_vl_moe_text blt blt_global_transformer
+    hrm_text cohere_compass_text ernie4_5_vl_moe_text blt blt_global_transformer
     blt_local_decoder blt_local_encoder blt_patcher deepseek_v4 diffusion_gemma_text
     dots3_note_text muse_glimmer_assistant neomme openai_privacy_filter t5_gemma_module
     t5gemma2_decoder t5gemma2_text
@@ -976,6 +982,8 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         _nested_rope(c, family, model_type)
     elif model_type == "cohere2_moe":
         _cohere2_moe_rope(c, family)
+    elif model_type == "step3p5":
+        _step3p5_rope(c, family)
     elif _is_nested(family.get("_default_rope")):
         _per_type_rope(c, family, model_type)
     else:
@@ -1236,6 +1244,77 @@ def _dbrx_base(c, params):
                 "same value) to read the checkpoint's rotation")
 
 
+def _step3p5_layers(c):
+    """Step3p7TextConfig: per-layer lists padded with num_nextn_predict_layers trailing
+    multi-token-prediction entries are cut to num_hidden_layers."""
+    if c.get("use_bidirectional_attention"):
+        raise ValueError("config['use_bidirectional_attention'] is true: every layer attends "
+                         "both ways, and posenc's spans are causal; read it without that key")
+    n = _count(c, "num_hidden_layers", maximum=MAX_LAYERS)
+    extra = _count(dict(c, k=c.pop("num_nextn_predict_layers", 0)), "k", minimum=0)
+    for key in ("layer_types", "rope_theta", "partial_rotary_factors"):
+        value = c.get(key)
+        if extra and isinstance(value, list) and len(value) == n + extra:
+            c[key] = value[:n]
+
+
+def _step3p5_rope(c, family):
+    """Step3p7TextConfig: a file's rope_parameters when they hold a dict for every layer
+    type; else, per layer type, rope_theta and partial_rotary_factors of its first layer
+    (lists per layer, or one rope_theta for all), rope_scaling added to full_attention."""
+    from . import _real
+
+    types = c["layer_types"]
+    if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+        raise TypeError("config['layer_types'] must be a list of str")
+    params = c.pop("rope_parameters", None)
+    scaling = c.pop("rope_scaling", None)
+    thetas = c.pop("rope_theta", family["rope_theta"])
+    factors = c.pop("partial_rotary_factors", None)
+    if isinstance(params, Mapping) and all(isinstance(params.get(t), Mapping) for t in set(types)):
+        params = {t: dict(params[t]) for t in set(types)}
+        for p in params.values():
+            p.setdefault("rope_theta", family["rope_theta"])  # its converter's default
+            p.setdefault("rope_type", p.pop("type", "default"))
+    else:
+        per_layer = {"rope_theta": thetas if isinstance(thetas, list) else [thetas] * len(types)}
+        if factors:
+            per_layer["partial_rotary_factors"] = factors
+        for key, values in per_layer.items():
+            if not isinstance(values, list) or len(values) != len(types):
+                raise ValueError(f"config[{key!r}] must list one value per layer "
+                                 f"({len(types)}), got {_short(values)}")
+            for t in set(types):
+                found = {_real(v, f"config[{key!r}] entries")
+                         for v, tt in zip(values, types) if tt == t}
+                if len(found) > 1:
+                    raise ValueError(
+                        f"config[{key!r}] gives the {t} layers {len(found)} values "
+                        f"({', '.join(f'{v:g}' for v in sorted(found))}), but transformers "
+                        "5.23 builds one rotary table per layer type from its first layer; "
+                        "give those layers one value")
+        params = {}
+        for t in set(types):
+            i = types.index(t)
+            params[t] = {"rope_type": "default", "rope_theta": per_layer["rope_theta"][i]}
+            if factors:
+                params[t]["partial_rotary_factor"] = factors[i]
+        if scaling is not None and "full_attention" in params:
+            if not isinstance(scaling, Mapping):
+                raise TypeError(f"config['rope_scaling'] must be a dict or null, "
+                                f"got {_short(scaling)}")
+            params["full_attention"].update(scaling)
+            params["full_attention"]["rope_type"] = params["full_attention"].pop(
+                "type", params["full_attention"]["rope_type"])
+    for t, p in params.items():
+        if p["rope_type"] in ("llama3", "yarn", "longrope") and \
+                p.get("original_max_position_embeddings") is None:
+            raise ValueError(f"config's rope dict for {t} (rope_type {p['rope_type']!r}) must "
+                             "give original_max_position_embeddings: model_type 'step3p5' fills "
+                             "in none and transformers refuses the file; give it")
+    c["rope_parameters"] = params
+
+
 def _cohere2_moe_rope(c, family):
     """Cohere2MoeConfig: a file's rope_parameters are kept as written (rope_type filled,
     nothing else), else the top-level rope_theta; its rope_scaling field is never read."""
@@ -1345,6 +1424,8 @@ def _family_rules(c, family, model_type):
         c["sliding_window"] = _count(c, "sliding_window_size") + 1
     if family.get("_head_from_hidden"):  # its __post_init__ sets head_dim so
         c["head_dim"] = _count(c, "hidden_size") // _count(c, "num_attention_heads")
+    if model_type == "step3p5":
+        _step3p5_layers(c)
     if model_type == "modernbert-decoder":  # its __post_init__: half the local window
         local = _count(c, "local_attention", minimum=0)
         if not local and "sliding_attention" in (c.get("layer_types") or ["sliding_attention"]):

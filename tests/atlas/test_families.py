@@ -398,6 +398,13 @@ VARIANTS = {
     "qwen4_exp_text": [("layer_types", {"num_hidden_layers": 6, "layer_types": [
         "linear_attention", "full_attention", "linear_attention", "linear_attention",
         "full_attention", "linear_attention"]})],
+    "step3p5": [("per_layer_lists", {
+        "num_hidden_layers": 4, "num_nextn_predict_layers": 1, "sliding_window": 512,
+        "layer_types": ["full_attention", "sliding_attention", "sliding_attention",
+                        "full_attention", "full_attention"],
+        "rope_theta": [5e6, 1e4, 1e4, 5e6, 7.0], "partial_rotary_factors": [0.5, 1.0, 1.0, 0.5, 1.0],
+        "rope_scaling": {"rope_type": "yarn", "factor": 2.0,
+                         "original_max_position_embeddings": 65536}})],
     "dbrx": [("attn_config", {"attn_config": {"rope_theta": 500000.0, "kv_n_heads": 8},
                               "rope_theta": 500000.0})],
     "cohere2_moe": [("dense_prefix", {"first_k_dense_replace": 3, "num_hidden_layers": 8,
@@ -535,6 +542,8 @@ def test_a_hybrid_says_which_layers_have_no_attention():
      r"config\['use_long_context'\] is true"),
     ({"model_type": "muse_glimmer_text", "num_hidden_layers": 4,
       "layer_rope_theta": [10000.0, 20000.0, 10000.0, 0]}, "bases 20000 but"),
+    ({"model_type": "step3p5", "num_hidden_layers": 2, "rope_theta": [1e4, 2e4]},
+     r"config\['rope_theta'\] gives the full_attention layers 2 values"),
     # one base per layer type
     ({"model_type": "granite_swa", "num_hidden_layers": 4,
       "layer_rope_theta": [10000.0, 10000.0, 20000.0, 0]}, "sliding_attention layers 2 bases"),
