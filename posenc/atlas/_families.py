@@ -802,12 +802,57 @@ REFUSED.update(dict.fromkeys("""
     ("transformers 5.23 has its configuration class but no model file, so no code says how it "
      "rotates")))
 REFUSED.update(dict.fromkeys("""
-    hrm_text cohere_compass_text ernie4_5_vl_moe_text blt blt_global_transformer
-    blt_local_decoder blt_local_encoder blt_patcher deepseek_v4 diffusion_gemma_text
-    dots3_note_text muse_glimmer_assistant neomme openai_privacy_filter t5_gemma_module
-    t5gemma2_decoder t5gemma2_text
+    blt blt_global_transformer blt_local_decoder blt_local_encoder blt_patcher
 """.split(),
-    "a text model whose reading rules posenc has not derived from its transformers 5.23 code yet"))
+    ("the Byte Latent Transformer or one of its parts: local models attend over bytes, its "
+     "global model over patches of varying byte length, joined by cross-attention, so a "
+     "position is a byte index in some layers and a patch index in others (one token sequence "
+     "is what posenc describes)")))
+REFUSED.update(dict.fromkeys("""
+    t5_gemma_module t5gemma2_decoder t5gemma2_text
+""".split(),
+    ("a T5Gemma encoder-decoder part: its encoder attends both ways and its decoder also "
+     "attends to the encoder's states (T5Gemma2's in one merged softmax), while posenc's spans "
+     "describe a causal decoder-only stack")))
+REFUSED.update({
+    "deepseek_v4": (
+        "its compressed layers attend to keys mean-pooled over blocks of compress_rates tokens "
+        "and rotated at each block's first position, beside a sliding window; it also rotates "
+        "values (K = V) and turns the output back by the query's angle, none of which is a "
+        "rotation of per-token queries and keys"),
+    "cohere_compass_text": (
+        "its rotary module is M-RoPE per layer type (mrope_section, default [24, 20, 20], "
+        "recomposed by recomposition_frequencies), and its class defaults give no "
+        "rope_parameters, from which transformers cannot build it"),
+    "ernie4_5_vl_moe_text": (
+        "its rotary module is M-RoPE that reorders the frequencies into height/width pairs and "
+        "a time block (mrope_section, default [22, 22, 20]) and accepts rope_type 'default' "
+        "only, so its frequencies are not in RoPE's order"),
+    "diffusion_gemma_text": (
+        "a diffusion model: its decoder attends both ways over the canvas and the encoder's "
+        "cached prefix (DiffusionGemmaDecoderTextAttention.is_causal is False), and posenc's "
+        "spans are causal"),
+    "muse_glimmer_assistant": (
+        "a drafting assistant whose attention is not causal (MuseGlimmerAssistantAttention."
+        "is_causal is False) and reads the target model's hidden states, and posenc's spans "
+        "are causal"),
+    "openai_privacy_filter": (
+        "a token classifier whose every layer attends a window on both sides "
+        "(create_bidirectional_sliding_window_mask), and posenc's spans are causal"),
+    "neomme": (
+        "its sliding layers alternate two windows (per_layer_config's sliding_window: "
+        "sliding_window and default_long_sliding_window), and posenc describes one window per "
+        "layer type"),
+    "dots3_note_text": (
+        "its DSA and sliding layers are multi-head latent attention with different head shapes "
+        "(per_layer_config: qk_nope_head_dim 192 against 128, 64 heads against 128), and "
+        "posenc's MLA reading has one head shape for every layer type"),
+    "hrm_text": (
+        "a prefix LM (prefix_lm, default true: the prompt attends both ways) that runs two "
+        "recurrent layer stacks for H_cycles * (L_cycles + 1) passes, and posenc's spans are "
+        "causal and count each layer once"),
+})
+
 
 REFUSED["mistral_large4_text"] = (
     "its rotary class multiplies each frequency by exp(alpha), a buffer loaded with the "
@@ -1185,7 +1230,7 @@ def _bases_per_layer(c):
         raise ValueError(f"config['layer_rope_theta'] must list one base per layer "
                          f"({len(types)}), got {_short(bases)}")
     bases = [_real(b, "config['layer_rope_theta'] entries") for b in bases]
-    per_type: dict[str, set[float]] = {}
+    per_type = {}  # layer type -> its non-zero bases
     for t, base in zip(types, bases):
         if base:
             per_type.setdefault(t, set()).add(base)
