@@ -989,6 +989,9 @@ _NOTES_ZH = (
     (re.compile(r"the indexer that picks each query's keys scores blocks of keys, mean-pooled "
                 r"and rotated at each block's first position"),
      "为每个查询挑选键的索引器给键块打分：块内的键取平均，再按块首的位置旋转"),
+    (re.compile(r"queries are scaled with position past the original length "
+                r"\(rope_parameters\['llama_4_scaling_beta'\] = ([^)]*)\)"),
+     r"超过原始长度后，查询按位置放大（rope_parameters['llama_4_scaling_beta'] = \1）"),
     (re.compile(r"the gated cross-attention blocks to the image features rotate nothing"),
      "对图像特征做门控交叉注意力的那些块不做任何旋转"),
     (re.compile(r"reference_sliding_attention layers keep every prompt token visible and "
