@@ -910,13 +910,14 @@ def _same_length(r):
 
 
 def _reach_kind(d: ModelDescription) -> str:
-    """Which layers the "rotated" line counts: the global ones, else (every global layer
-    without RoPE) the windowed layer type the reader measures."""
+    """Which layers the "rotated" line counts (:attr:`ModelDescription.global_rope`): the
+    global ones, else, where no global layer rotates, the first windowed type."""
     g = d.global_rope
     return "global" if g.window is None else str(g.window_kind)
 
 
 def _reach_kind_zh(d: ModelDescription) -> str:
+    """:func:`_reach_kind` in Chinese."""
     g = d.global_rope
     return "全局层" if g.window is None else _KINDS_ZH.get(str(g.window_kind), ("窗口层",))[0]
 

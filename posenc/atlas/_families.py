@@ -14,9 +14,13 @@ Each family records the model file its rules were derived from (``_source``, und
 ``transformers/``) and, where its class or its model file decides more than the defaults,
 the rule: how its ``__post_init__`` lays out ``layer_types`` (``_layer_types``), which
 layer types have no attention at all (``_no_attention``: a recurrence or a convolution),
-keys its ``attribute_map`` renames (``_renamed``), a neighbour-pair layout
-(``_interleaved``).  ``tests/atlas/test_families.py`` reads every family from its class
-defaults and from variants, and compares with transformers' own rotary module.
+which other layer types slide (``_sliding_types``), keys its ``attribute_map`` renames
+(``_renamed``), a neighbour-pair layout (``_interleaved``), a head width its class always
+sets to ``hidden_size // num_attention_heads`` (``_head_from_hidden``), per-layer-type
+rope dicts its converter leaves as written (``_fills_theta`` False), and what its model
+file does beyond the rotation (``_notes``).  ``tests/atlas/test_families.py`` reads every
+family from its class defaults and from variants, and compares with transformers' own
+rotary module.
 
 The model types of transformers 5.23 with RoPE keys that posenc does not read are in
 :data:`REFUSED`, with the reason; any other unknown ``model_type`` is refused too (the
