@@ -1365,8 +1365,9 @@ def _step3p5_rope(c, family):
 
 
 def _cohere2_moe_rope(c, family):
-    """Cohere2MoeConfig: a file's rope_parameters are kept as written (rope_type filled,
-    nothing else), else the top-level rope_theta; its rope_scaling field is never read."""
+    """Cohere2MoeConfig: a file's rope_parameters are kept as written (rope_type filled;
+    rope_theta only by a scaled rule's init function), else the top-level rope_theta; its
+    rope_scaling field is never read."""
     _check_top_reals(c, "rope_theta")
     if c.get("rope_scaling") is not None:
         raise ValueError(
@@ -1382,9 +1383,13 @@ def _cohere2_moe_rope(c, family):
     params["rope_type"] = params.get("rope_type", params.pop("type", "default"))
     params.pop("type", None)
     if "rope_theta" not in params:
-        raise ValueError("config['rope_parameters'] must give rope_theta for model_type "
-                         "'cohere2_moe': its class fills in none when the file gives the dict; "
-                         "give the base")
+        if params["rope_type"] not in ("linear", "dynamic", "yarn", "longrope"):
+            raise ValueError(f"config['rope_parameters'] must give rope_theta for model_type "
+                             f"'cohere2_moe' under rope_type {params['rope_type']!r}: its class "
+                             "fills in none when the file gives the dict; give the base")
+        # these rules' init functions standardize first, from the rope_theta field (the
+        # validator of the others requires the key, or the default rule reads it unfilled)
+        params["rope_theta"] = c.get("rope_theta", family["rope_theta"])
     if params["rope_type"] in ("llama3", "yarn", "longrope") and \
             params.get("original_max_position_embeddings") is None:
         raise ValueError(f"config['rope_parameters'] must give original_max_position_embeddings "

@@ -408,8 +408,8 @@ VARIANTS = {
     "dbrx": [("attn_config", {"attn_config": {"rope_theta": 500000.0, "kv_n_heads": 8},
                               "rope_theta": 500000.0})],
     "cohere2_moe": [("dense_prefix", {"first_k_dense_replace": 3, "num_hidden_layers": 8,
-                                      "rope_parameters": {"rope_type": "linear", "factor": 2.0,
-                                                          "rope_theta": 50000.0}})],
+                                      "rope_theta": 50000.0,
+                                      "rope_parameters": {"rope_type": "linear", "factor": 2.0}})],
     "mistral4": [("yarn", {"qk_rope_head_dim": 32, "qk_nope_head_dim": 96, "rope_parameters": {
         "rope_type": "yarn", "rope_theta": 1000000.0, "factor": 16.0, "llama_4_scaling_beta": 0.2,
         "original_max_position_embeddings": 65536, "partial_rotary_factor": 0.25}})],
@@ -529,7 +529,7 @@ def test_a_hybrid_says_which_layers_have_no_attention():
     # Cohere2MoeConfig keeps rope_scaling as a field and rotates without it
     ({"model_type": "cohere2_moe", "rope_scaling": {"rope_type": "linear", "factor": 2.0}},
      r"config\['rope_scaling'\]"),
-    ({"model_type": "cohere2_moe", "rope_parameters": {"rope_type": "linear", "factor": 2.0}},
+    ({"model_type": "cohere2_moe", "rope_parameters": {"rope_type": "default"}},
      "must give rope_theta"),
     # Mistral4's default rule turns the whole 128-wide head; its attention rotates 64
     ({"model_type": "mistral4", "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}},
