@@ -623,7 +623,8 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
             plain_params = {"rope_type": "proportional", "rope_theta": theta,
                             "partial_rotary_factor": p.get("partial_rotary_factor", 1.0)}
         plain, _ = rope_frequencies(dim, plain_params)
-        if t == "sliding_attention" or (t == "all" and window is not None and chunk is None):
+        sliding = t == "sliding_attention" or t in config.get("_sliding_types", ())
+        if sliding or (t == "all" and window is not None and chunk is None):
             w, wk = window, "sliding" if window is not None else None
         elif chunk is not None and (t == "chunked_attention" or (
                 t == "all" and rope_flags is not None)):
@@ -675,6 +676,7 @@ def describe_config(config: Mapping[str, Any], name: str | None = None) -> Model
     if config.get("_query_scaling") is not None:
         notes.append(f"queries are scaled with position past the original length "
                      f"(rope_parameters['llama_4_scaling_beta'] = {config['_query_scaling']:g})")
+    notes.extend(config.get("_notes") or ())
     if rope_head is not None:
         notes.append(f"MLA: {rope_head} of {head_dim} query/key features rotated")
     if any(layer.rope_type == "proportional" for layer in layers):
@@ -907,6 +909,19 @@ def _same_length(r):
     return round(r["longest_wavelength_scaled"]) == round(r["longest_wavelength_pretrained"])
 
 
+def _reach_kind(d: ModelDescription) -> str:
+    """Which layers the "rotated" line counts (:attr:`ModelDescription.global_rope`): the
+    global ones, else, where no global layer rotates, the first windowed type."""
+    g = d.global_rope
+    return "global" if g.window is None else str(g.window_kind)
+
+
+def _reach_kind_zh(d: ModelDescription) -> str:
+    """:func:`_reach_kind` in Chinese."""
+    g = d.global_rope
+    return "全局层" if g.window is None else _KINDS_ZH.get(str(g.window_kind), ("窗口层",))[0]
+
+
 def format_description(d: ModelDescription, language: str | None = None) -> str:
     """A few lines of text for the terminal (what ``python -m posenc inspect`` prints).
 
@@ -925,7 +940,7 @@ def format_description(d: ModelDescription, language: str | None = None) -> str:
     lines = [
         f"{d.name}",
         f"  rope type         {r['rope_type']}    base {r['base']}",
-        f"  rotated           {r['rotated']} features of the global layers "
+        f"  rotated           {r['rotated']} features of the {_reach_kind(d)} layers "
         f"({r['rotated_fraction']:.0%}), layout {r['layout']}",
         f"  scaling           {r['scaling']}, attention factor {r['attention_factor']:.4g}",
         f"  lengths           original {_fmt_len(r['original_length'])}, "
@@ -972,6 +987,26 @@ _NOTES_ZH = (
      "proportional：不旋转的维度对频率为 0"),
     (re.compile(r"(\d+) of (\d+) layers have no attention \(([^)]*)\): no positions"),
      r"\2 层里有 \1 层没有注意力（\3）：不编码位置"),
+    (re.compile(r"the indexer that picks each query's keys scores blocks of keys, mean-pooled "
+                r"and rotated at each block's first position"),
+     "为每个查询挑选键的索引器给键块打分：块内的键取平均，再按块首的位置旋转"),
+    (re.compile(r"queries are scaled with position past the original length "
+                r"\(rope_parameters\['llama_4_scaling_beta'\] = ([^)]*)\)"),
+     r"超过原始长度后，查询按位置放大（rope_parameters['llama_4_scaling_beta'] = \1）"),
+    (re.compile(r"the gated cross-attention blocks to the image features rotate nothing"),
+     "对图像特征做门控交叉注意力的那些块不做任何旋转"),
+    (re.compile(r"reference_sliding_attention layers keep every prompt token visible and "
+                r"slide over the generated ones"),
+     "reference_sliding_attention 层始终看得见提示里的每个词元，只对生成的词元滑动窗口"),
+    (re.compile(r"the indexer that picks each query's keys rotates its features in halves; "
+                r"the attention in neighbour pairs"),
+     "为每个查询挑选键的索引器按前后两半旋转它的特征，注意力本身按相邻两维成对旋转"),
+    (re.compile(r"queries and keys come from a causal convolution over the tokens \(CCA\) "
+                r"before they are rotated"),
+     "查询和键先经过一次沿词元的因果卷积（CCA）再旋转"),
+    (re.compile(r"the layers without RoPE scale their queries by \(1 \+ \(position \+ 1\) / "
+                r"(\d+)\) \*\* ([\d.]+)"),
+     r"不用 RoPE 的层把查询乘以 (1 + (位置 + 1) / \1) ** \2"),
     (re.compile(r"M-RoPE: pairs split (\[[\d, ]*\]) across time, height, width \(interleaved\)"),
      r"M-RoPE：维度对按 \1 分给时间、高、宽三个轴（交错排列）"),
     (re.compile(r"M-RoPE: pairs split (\[[\d, ]*\]) across time, height, width \(in blocks\)"),
@@ -1005,7 +1040,7 @@ def _format_description_zh(d: ModelDescription, r: dict[str, Any]) -> str:
     lines = [
         f"{d.name}",
         line("RoPE 类型", f"{r['rope_type']}    基数 {r['base']}"),
-        line("参与旋转", f"全局层每头 {r['rotated']} 维（{r['rotated_fraction']:.0%}），"
+        line("参与旋转", f"{_reach_kind_zh(d)}每头 {r['rotated']} 维（{r['rotated_fraction']:.0%}），"
                      f"布局 {r['layout']}"),
         line("缩放", f"{r['scaling']}，注意力因子 {r['attention_factor']:.4g}"),
         line("长度", f"原始 {_fmt_len(r['original_length'])}，"

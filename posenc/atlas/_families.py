@@ -14,9 +14,13 @@ Each family records the model file its rules were derived from (``_source``, und
 ``transformers/``) and, where its class or its model file decides more than the defaults,
 the rule: how its ``__post_init__`` lays out ``layer_types`` (``_layer_types``), which
 layer types have no attention at all (``_no_attention``: a recurrence or a convolution),
-keys its ``attribute_map`` renames (``_renamed``), a neighbour-pair layout
-(``_interleaved``).  ``tests/atlas/test_families.py`` reads every family from its class
-defaults and from variants, and compares with transformers' own rotary module.
+which other layer types slide (``_sliding_types``), keys its ``attribute_map`` renames
+(``_renamed``), a neighbour-pair layout (``_interleaved``), a head width its class always
+sets to ``hidden_size // num_attention_heads`` (``_head_from_hidden``), per-layer-type
+rope dicts its converter leaves as written (``_fills_theta`` False), and what its model
+file does beyond the rotation (``_notes``).  ``tests/atlas/test_families.py`` reads every
+family from its class defaults and from variants, and compares with transformers' own
+rotary module.
 
 The model types of transformers 5.23 with RoPE keys that posenc does not read are in
 :data:`REFUSED`, with the reason; any other unknown ``model_type`` is refused too (the
@@ -202,6 +206,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
              "num_hidden_layers": 24, "max_position_embeddings": 128000, "sliding_window": 256,
              "rope_theta": 1000000.0},
     "mimo_v2_flash": {"_source": "models/mimo_v2_flash/modeling_mimo_v2_flash.py",
+                      "_fills_theta": False,
                       "_layer_types": ("every", 6, "full_attention", "sliding_attention", None),
                       "_default_rope": {
                           "full_attention": {"rope_type": "default", "rope_theta": 5000000.0,
@@ -497,6 +502,213 @@ FAMILIES: dict[str, dict[str, Any]] = {
              "_layer_types": ("indices", "full_attention", "conv", "full_attn_idxs", True),
              "_no_attention": ("conv",), "hidden_size": 2560, "num_attention_heads": 32,
              "num_hidden_layers": 32, "max_position_embeddings": 128000, "rope_theta": 1000000.0},
+    "dbrx": {"_source": "models/dbrx/modeling_dbrx.py",
+             "_renamed": {"n_heads": "num_attention_heads", "d_model": "hidden_size",
+                          "n_layers": "num_hidden_layers", "max_seq_len": "max_position_embeddings"},
+             "hidden_size": 2048, "num_attention_heads": 16, "num_hidden_layers": 24,
+             "max_position_embeddings": 2048, "rope_theta": 10000.0},
+    "cohere2_moe": {"_source": "models/cohere2_moe/modeling_cohere2_moe.py", "_interleaved": True,
+                    "head_dim": 128, "hidden_size": 8192, "num_attention_heads": 64,
+                    "num_hidden_layers": 40, "max_position_embeddings": 8192,
+                    "sliding_window": 4096, "sliding_window_pattern": 4,
+                    "prefix_dense_sliding_window_pattern": 1, "rope_theta": 10000.0},
+    # MLA with Llama 4's query scaling; its class default is YaRN on a 64 of 128 slice
+    "mistral4": {"_source": "models/mistral4/modeling_mistral4.py",
+                 "_default_rope": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 128.0,
+                                   "original_max_position_embeddings": 8192, "beta_fast": 32.0,
+                                   "beta_slow": 1.0, "mscale_all_dim": 1.0, "mscale": 1.0,
+                                   "llama_4_scaling_beta": 0.1},
+                 "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 36,
+                 "max_position_embeddings": 1048576, "qk_rope_head_dim": 64,
+                 "qk_nope_head_dim": 64, "rope_interleave": True, "rope_theta": 10000.0},
+    # one rotary module per base in layer_rope_theta (0: that layer has no RoPE); every
+    # fourth layer global, from the first
+    "granite_swa": {"_source": "models/granite_swa/modeling_granite_swa.py",
+                    "_layer_types": ("every", 4, "full_attention", "sliding_attention", None, 0),
+                    "hidden_size": 2560, "num_attention_heads": 20, "num_hidden_layers": 24,
+                    "max_position_embeddings": 8192, "sliding_window": 128,
+                    "rope_theta": 10000.0},
+    "granitemoe_swa": {"_source": "models/granitemoe_swa/modeling_granitemoe_swa.py",
+                       "_layer_types": ("every", 4, "full_attention", "sliding_attention", None,
+                                        0),
+                       "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
+                       "max_position_embeddings": 2048, "sliding_window": 128,
+                       "rope_theta": 10000.0},
+    # Gemma4TextConfig: every sixth layer and the last global, with their own head width
+    # (global_head_dim, or per_layer_config's head_dim where the file gives one)
+    "gemma4_text": {"_source": "models/gemma4/modeling_gemma4.py", "_fills_theta": False,
+                    "_layer_types": ("every", 6, "full_attention", "sliding_attention", None),
+                    "_default_rope": {"sliding_attention": {"rope_type": "default",
+                                                           "rope_theta": 10000.0},
+                                      "full_attention": {"rope_type": "proportional",
+                                                         "partial_rotary_factor": 0.25,
+                                                         "rope_theta": 1000000.0}},
+                    "head_dim": 256, "hidden_size": 2304, "num_attention_heads": 8,
+                    "num_hidden_layers": 30, "max_position_embeddings": 131072,
+                    "sliding_window": 512, "rope_theta": 10000.0},
+    # Gemma4UnifiedTextConfig and its attention are Gemma 4's, with longer defaults
+    "gemma4_unified_text": {"_source": "models/gemma4_unified/modeling_gemma4_unified.py",
+                            "_fills_theta": False,
+                            "_layer_types": ("every", 6, "full_attention", "sliding_attention",
+                                             None),
+                            "_default_rope": {"sliding_attention": {"rope_type": "default",
+                                                                   "rope_theta": 10000.0},
+                                              "full_attention": {"rope_type": "proportional",
+                                                                 "partial_rotary_factor": 0.25,
+                                                                 "rope_theta": 1000000.0}},
+                            "head_dim": 256, "hidden_size": 2304, "num_attention_heads": 8,
+                            "num_hidden_layers": 30, "max_position_embeddings": 262144,
+                            "sliding_window": 1024, "rope_theta": 10000.0},
+    # MLA in neighbour pairs (apply_rotary_pos_emb_interleave, whatever the config says),
+    # with DeepSeek-V3.2's indexer, which rotates its own features in halves
+    "axk2": {"_source": "models/axk2/modeling_axk2.py", "_interleaved": True,
+             "_layer_types": ("all", "indexed_attention"),
+             "_notes": ("the indexer that picks each query's keys rotates its features in "
+                        "halves; the attention in neighbour pairs",),
+             "hidden_size": 2048, "num_attention_heads": 32, "num_hidden_layers": 48,
+             "max_position_embeddings": 131072, "qk_rope_head_dim": 32, "qk_nope_head_dim": 64,
+             "rope_theta": 10000.0},
+    # MLA (neighbour pairs) in every layer_group_size-th layer; linear attention elsewhere
+    "bailing_hybrid": {"_source": "models/bailing_hybrid/modeling_bailing_hybrid.py",
+                       "_interleaved": True, "_renamed": {"model_max_length":
+                                                          "max_position_embeddings"},
+                       "_layer_types": ("every", 6, "full_attention", "linear_attention",
+                                        "layer_group_size"),
+                       "_no_attention": ("linear_attention",), "hidden_size": 2560,
+                       "num_attention_heads": 32, "num_hidden_layers": 42,
+                       "max_position_embeddings": 262144, "qk_rope_head_dim": 64,
+                       "qk_nope_head_dim": 128, "rope_theta": 6000000.0},
+    # Zamba2: mamba2 layers ("linear_attention"), and "hybrid" layers that run one shared
+    # attention block (on hidden state and embeddings concatenated: heads 2 * hidden_size
+    # // num_attention_heads wide), rotating only with use_mem_rope
+    "zamba2": {"_source": "models/zamba2/modeling_zamba2.py",
+               "_renamed": {"layers_block_type": "layer_types", "attention_head_dim": "head_dim"},
+               "_layer_types": ("zamba2",), "_no_attention": ("linear_attention",),
+               "hidden_size": 2560, "num_attention_heads": 32, "num_hidden_layers": 54,
+               "max_position_embeddings": 4096, "use_mem_rope": False, "use_long_context": False,
+               "rope_theta": 10000.0},
+    # reference_sliding_attention (where a window is set): every prompt token stays
+    # visible, and a window of sliding_window generated tokens; head_dim is always
+    # hidden_size // num_attention_heads
+    "unlimited_ocr_text": {"_source": "models/unlimited_ocr/modeling_unlimited_ocr.py",
+                           "_layer_types": ("all_window", "reference_sliding_attention"),
+                           "_head_from_hidden": True,
+                           "_notes": ("reference_sliding_attention layers keep every prompt "
+                                      "token visible and slide over the generated ones",),
+                           "hidden_size": 1280, "num_attention_heads": 10,
+                           "num_hidden_layers": 12, "max_position_embeddings": 32768,
+                           "sliding_window": 128, "rope_theta": 10000.0},
+    # MLA in halves ("Non-interleave RoPE") with a DSA indexer that some layers share
+    "hy_v4": {"_source": "models/hy_v4/modeling_hy_v4.py",
+              "_layer_types": ("all", "indexed_attention"), "hidden_size": 2816,
+              "num_attention_heads": 32, "num_hidden_layers": 34,
+              "max_position_embeddings": 262144, "qk_rope_head_dim": 64, "qk_nope_head_dim": 192,
+              "rope_theta": 10000.0},
+    # every fourth layer from the last global; layer_rope_theta 0 gives a layer no RoPE
+    # (its other entries are not read: one rotary module at rope_parameters' base)
+    "muse_glimmer_text": {"_source": "models/muse_glimmer/modeling_muse_glimmer.py",
+                          "_layer_types": ("from_last", 4, "full_attention", "sliding_attention"),
+                          "head_dim": 128, "hidden_size": 6656, "num_attention_heads": 32,
+                          "num_hidden_layers": 52, "max_position_embeddings": 131072,
+                          "sliding_window": 2048, "rope_theta": 10000.0},
+    "muse_spark_text": {"_source": "models/muse_spark/modeling_muse_spark.py",
+                        "_layer_types": ("from_last", 4, "full_attention", "sliding_attention"),
+                        "_default_rope": {"rope_type": "default", "rope_theta": 500000.0},
+                        "head_dim": 64, "hidden_size": 8192, "num_attention_heads": 128,
+                        "num_hidden_layers": 62, "max_position_embeddings": 1048576,
+                        "sliding_window": 2048, "rope_theta": 10000.0},
+    # Gemma 3's rope reading (rope_local_base_freq for the sliding layers); every fifth
+    # layer global; the last num_kv_shared_layers reuse keys rotated at the same positions
+    "gemma3n_text": {"_source": "models/gemma3n/modeling_gemma3n.py",
+                     "_layer_types": ("every", 5, "full_attention", "sliding_attention", None),
+                     "head_dim": 256, "hidden_size": 2048, "num_attention_heads": 8,
+                     "num_hidden_layers": 35, "max_position_embeddings": 32768,
+                     "sliding_window": 512, "rope_theta": 1000000.0,
+                     "rope_local_base_freq": 10000.0},
+    # Griffin: block_types cycled over the layers, "attention" a local (sliding) attention
+    # that rotates the first half of each head; "recurrent" an RG-LRU (no attention)
+    "recurrent_gemma": {"_source": "models/recurrent_gemma/modeling_recurrent_gemma.py",
+                        "_renamed": {"attention_window_size": "sliding_window"},
+                        "_layer_types": ("recurrent_gemma",), "_head_from_hidden": True,
+                        "_no_attention": ("linear_attention",), "hidden_size": 2560,
+                        "num_attention_heads": 10, "num_hidden_layers": 26,
+                        "sliding_window": 2048, "rope_theta": 10000.0,
+                        "partial_rotary_factor": 0.5},
+    # ModernBERT as a causal decoder: every global_attn_every_n_layers-th layer global from
+    # the first, the others sliding over local_attention // 2 tokens
+    "modernbert-decoder": {"_source": "models/modernbert_decoder/modeling_modernbert_decoder.py",
+                           "_layer_types": ("every", 3, "full_attention", "sliding_attention",
+                                            "global_attn_every_n_layers", 0),
+                           "hidden_size": 768, "num_attention_heads": 12,
+                           "num_hidden_layers": 22, "max_position_embeddings": 8192,
+                           "local_attention": 128, "rope_theta": 160000.0},
+    # Qwen3.5's rotary module; every full_attention_interval-th layer attends (a QSA indexer
+    # picks its keys), the others are Gated DeltaNet
+    "qwen4_exp_text": {"_source": "models/qwen4_exp/modeling_qwen4_exp.py",
+                       "_layer_types": ("every", 4, "indexed_attention", "linear_attention",
+                                        "full_attention_interval"),
+                       "_no_attention": ("linear_attention",),
+                       "_notes": ("the indexer that picks each query's keys scores blocks of "
+                                  "keys, mean-pooled and rotated at each block's first position",),
+                       "head_dim": 256, "hidden_size": 2048, "num_attention_heads": 16,
+                       "num_hidden_layers": 40, "max_position_embeddings": 32768,
+                       "rope_theta": 10000.0},
+    # IDEFICS (1): a LLaMA decoder whose self-attention rotates; the gated cross-attention
+    # blocks it adds before every cross_layer_interval-th layer attend to images unrotated
+    "idefics": {"_source": "models/idefics/modeling_idefics.py",
+                "_notes": ("the gated cross-attention blocks to the image features rotate "
+                           "nothing",),
+                "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
+                "max_position_embeddings": 2048, "rope_theta": 10000.0},
+    # Step 3.5 (Step3p7TextConfig): rope_theta and partial_rotary_factors may be per-layer
+    # lists, folded into one rope dict per layer type from the type's first layer
+    "step3p5": {"_source": "models/step3p7/modeling_step3p7.py",
+                "_layer_types": ("all", "full_attention"), "head_dim": 128, "hidden_size": 4096,
+                "num_attention_heads": 64, "num_hidden_layers": 45,
+                "max_position_embeddings": 128000, "sliding_window": None, "rope_theta": 10000.0},
+    # rope_parameters keyed by layer type, filled by no converter: each used dict names its
+    # own base (``_fills_theta`` False), as the class's convert_rope_params_to_dict does nothing
+    "laguna": {"_source": "models/laguna/modeling_laguna.py", "_fills_theta": False,
+               "_layer_types": ("all", "full_attention"),
+               "_default_rope": {"full_attention": {"rope_type": "default", "rope_theta": 500000.0,
+                                                    "partial_rotary_factor": 0.5},
+                                 "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0,
+                                                       "partial_rotary_factor": 1.0}},
+               "head_dim": 128, "hidden_size": 2048, "num_attention_heads": 48,
+               "num_hidden_layers": 40, "max_position_embeddings": 131072, "sliding_window": 512,
+               "rope_theta": 10000.0},
+    "mellum": {"_source": "models/mellum/modeling_mellum.py", "_fills_theta": False,
+               "_layer_types": ("all", "full_attention"),
+               "_default_rope": {"full_attention": {"rope_type": "default", "rope_theta": 500000.0},
+                                 "sliding_attention": {"rope_type": "default",
+                                                       "rope_theta": 10000.0}},
+               "head_dim": 128, "hidden_size": 2304, "num_attention_heads": 32,
+               "num_hidden_layers": 28, "max_position_embeddings": 131072, "sliding_window": 1024,
+               "rope_theta": 10000.0},
+    # ZayaAttention: its "hybrid_sliding" layers slide; q and k come from a causal
+    # convolution (CCA) before they are rotated
+    "zaya": {"_source": "models/zaya/modeling_zaya.py", "_fills_theta": False,
+             "_notes": ("queries and keys come from a causal convolution over the tokens (CCA) "
+                        "before they are rotated",),
+             "_layer_types": ("all", "hybrid"), "_sliding_types": ("hybrid_sliding",),
+             "_default_rope": {"hybrid": {"rope_type": "default", "rope_theta": 5000000.0,
+                                          "partial_rotary_factor": 0.5},
+                               "hybrid_sliding": {"rope_type": "default", "rope_theta": 10000.0,
+                                                  "partial_rotary_factor": 0.5}},
+             "head_dim": 128, "hidden_size": 2048, "num_attention_heads": 8,
+             "num_hidden_layers": 40, "max_position_embeddings": 131072, "sliding_window": None,
+             "rope_theta": 10000.0},
+    # BeamConfig: every sixth layer and the last global, without RoPE (a None rope dict);
+    # BeamModel scales their queries by (1 + (position + 1) / 2048) ** 0.1 instead
+    "beam": {"_source": "models/beam/modeling_beam.py", "_fills_theta": False,
+             "_notes": ("the layers without RoPE scale their queries by "
+                        "(1 + (position + 1) / 2048) ** 0.1",),
+             "_layer_types": ("every", 6, "full_attention", "sliding_attention", None),
+             "_default_rope": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                               "full_attention": None},
+             "head_dim": 128, "hidden_size": 5120, "num_attention_heads": 48,
+             "num_hidden_layers": 52, "max_position_embeddings": 8192, "sliding_window": 512,
+             "rope_theta": 10000.0},
     "gptj": {"_source": "models/gptj/modeling_gptj.py",
              "_renamed": {"n_embd": "hidden_size", "n_head": "num_attention_heads",
                           "n_layer": "num_hidden_layers",
@@ -518,7 +730,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
 #: (tests/atlas/test_families.py checks this against their code).
 PARTIAL_DEFAULT = frozenset("""
     codegen gptj bamba glm glm4 glm4_moe glm4_moe_lite mimo_v2_flash glm4v_moe_text glm4v_text
-    glm_image_text glm_ocr_text
+    glm_image_text glm_ocr_text laguna mellum zaya recurrent_gemma qwen4_exp_text step3p5
     gpt_neox
     gpt_neox_japanese minimax_m2 minimax_m3_vl_text nemotron persimmon phi phi3
     phi4_multimodal qwen3_5_moe_text qwen3_5_text qwen3_next solar_open stablelm
@@ -594,20 +806,67 @@ REFUSED.update(dict.fromkeys("""
     ("transformers 5.23 has its configuration class but no model file, so no code says how it "
      "rotates")))
 REFUSED.update(dict.fromkeys("""
-    unlimited_ocr_text hrm_text dbrx cohere_compass_text laguna mellum step3p5 zaya
-    ernie4_5_vl_moe_text   axk2 bailing_hybrid beam blt blt_global_transformer
-    blt_local_decoder blt_local_encoder blt_patcher cohere2_moe deepseek_v4 diffusion_gemma_text
-    dots3_note_text  gemma3n_text gemma4_text gemma4_unified_text 
-    granite_swa granitemoe_swa hy_v4 idefics    mistral4
-     modernbert-decoder muse_glimmer_assistant muse_glimmer_text
-    muse_spark_text neomme openai_privacy_filter qwen4_exp_text recurrent_gemma t5_gemma_module
-    t5gemma2_decoder t5gemma2_text  zamba2
+    blt blt_global_transformer blt_local_decoder blt_local_encoder blt_patcher
 """.split(),
-    "a text model whose reading rules posenc has not derived from its transformers 5.23 code yet"))
+    ("the Byte Latent Transformer or one of its parts: local models attend over bytes, its "
+     "global model over patches of varying byte length, joined by cross-attention, so a "
+     "position is a byte index in some layers and a patch index in others (one token sequence "
+     "is what posenc describes)")))
+REFUSED.update(dict.fromkeys("""
+    t5_gemma_module t5gemma2_decoder t5gemma2_text
+""".split(),
+    ("a T5Gemma encoder-decoder part: its encoder attends both ways and its decoder also "
+     "attends to the encoder's states (T5Gemma2's in one merged softmax), while posenc's spans "
+     "describe a causal decoder-only stack")))
+REFUSED.update({
+    "deepseek_v4": (
+        "its compressed layers attend to keys mean-pooled over blocks of compress_rates tokens "
+        "and rotated at each block's first position, beside a sliding window; it also rotates "
+        "values (K = V) and turns the output back by the query's angle, none of which is a "
+        "rotation of per-token queries and keys"),
+    "cohere_compass_text": (
+        "its rotary module is M-RoPE per layer type (mrope_section, default [24, 20, 20], "
+        "recomposed by recomposition_frequencies), and its class defaults give no "
+        "rope_parameters, from which transformers cannot build it"),
+    "ernie4_5_vl_moe_text": (
+        "its rotary module is M-RoPE that reorders the frequencies into height/width pairs and "
+        "a time block (mrope_section, default [22, 22, 20]) and accepts rope_type 'default' "
+        "only, so its frequencies are not in RoPE's order"),
+    "diffusion_gemma_text": (
+        "a diffusion model: its decoder attends both ways over the canvas and the encoder's "
+        "cached prefix (DiffusionGemmaDecoderTextAttention.is_causal is False), and posenc's "
+        "spans are causal"),
+    "muse_glimmer_assistant": (
+        "a drafting assistant whose attention is not causal (MuseGlimmerAssistantAttention."
+        "is_causal is False) and reads the target model's hidden states, and posenc's spans "
+        "are causal"),
+    "openai_privacy_filter": (
+        "a token classifier whose every layer attends a window on both sides "
+        "(create_bidirectional_sliding_window_mask), and posenc's spans are causal"),
+    "neomme": (
+        "its sliding layers alternate two windows (per_layer_config's sliding_window: "
+        "sliding_window and default_long_sliding_window), and posenc describes one window per "
+        "layer type"),
+    "dots3_note_text": (
+        "its DSA and sliding layers are multi-head latent attention with different head shapes "
+        "(per_layer_config: qk_nope_head_dim 192 against 128, 64 heads against 128), and "
+        "posenc's MLA reading has one head shape for every layer type"),
+    "hrm_text": (
+        "a prefix LM (prefix_lm, default true: the prompt attends both ways) that runs two "
+        "recurrent layer stacks for H_cycles * (L_cycles + 1) passes, and posenc's spans are "
+        "causal and count each layer once"),
+})
+
 
 REFUSED["mistral_large4_text"] = (
     "its rotary class multiplies each frequency by exp(alpha), a buffer loaded with the "
     "weights (LeRoPE), so the config does not determine the frequencies")
+
+#: Layer type names transformers 5.23 renames when it loads any config
+#: (``configuration_utils._LEGACY_LAYER_TYPE_REMAP``).
+_LEGACY_LAYER_TYPES = {"mamba": "linear_attention", "attention": "full_attention",
+                       "deepseek_sparse_attention": "indexed_attention",
+                       "qwen_sparse_attention": "indexed_attention"}
 
 #: The most layers a config may declare (lists are built per layer).
 MAX_LAYERS = 100_000
@@ -745,6 +1004,13 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
     for old_key, key in family.get("_renamed", {}).items():  # transformers' attribute_map
         if old_key in c:
             c.setdefault(key, c.pop(old_key))
+    if model_type == "qwen4_exp_text" and isinstance(c.get("layer_types"), list):
+        # Qwen4ExpTextConfig: its checkpoint names the indexed layers full_attention
+        c["layer_types"] = ["indexed_attention" if t == "full_attention" else t
+                            for t in c["layer_types"]]
+    if isinstance(c.get("layer_types"), list):  # PreTrainedConfig.__post_init__'s remap
+        c["layer_types"] = [_LEGACY_LAYER_TYPES.get(t, t) if isinstance(t, str) else t
+                            for t in c["layer_types"]]
     for key, value in family.items():
         if not key.startswith("_") and key not in (
                 "rope_theta", "partial_rotary_factor", "rope_local_base_freq",
@@ -761,8 +1027,12 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         if not params or "rope_theta" not in params:
             c.setdefault("rope_theta", c.pop("rotary_emb_base", family["rope_theta"]))
         c.setdefault("partial_rotary_factor", c.pop("rotary_pct", 0.25))
-    if model_type in ("gemma3_text", "olmo3"):
+    if model_type in ("gemma3_text", "gemma3n_text", "olmo3", "modernbert-decoder"):
         _nested_rope(c, family, model_type)
+    elif model_type == "cohere2_moe":
+        _cohere2_moe_rope(c, family)
+    elif model_type == "step3p5":
+        _step3p5_rope(c, family)
     elif _is_nested(family.get("_default_rope")):
         _per_type_rope(c, family, model_type)
     else:
@@ -770,12 +1040,20 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         if model_type in ("qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text"):
             if params["rope_type"] == "mrope":
                 params["rope_type"] = "default"
-        if model_type == "ministral3":
+        if model_type in ("ministral3", "mistral4"):
             beta = params.pop("llama_4_scaling_beta", None)
             params.pop("max_position_embeddings", None)
             if beta is not None:
                 c["_query_scaling"] = beta
         _original_length(c, params)
+        if model_type == "mistral4":
+            _mistral4_width(c, params)
+        if model_type == "dbrx":
+            _dbrx_base(c, params)
+        if model_type == "recurrent_gemma" and params["rope_type"] != "default":
+            raise ValueError(f"config['rope_parameters']['rope_type'] is {params['rope_type']!r}, "
+                             "but RecurrentGemmaRotaryEmbedding accepts 'default' only; read it "
+                             "with rope_type 'default'")
         if model_type == "phi3" and params["rope_type"] in ("su", "yarn"):
             # Phi3Config renames the old names after standardize_rope_params, which
             # moved no original length into the dict for them: its validation then fails
@@ -792,7 +1070,13 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
         for p in (params.values() if _is_nested(params) else [params]):
             if isinstance(p, dict) and p.get("rope_type") == "default":
                 p.pop("partial_rotary_factor", None)
-    if model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen2_vl_text", "qwen2_5_vl_text"):
+    if model_type in ("gemma4_text", "gemma4_unified_text"):
+        _gemma4_heads(c)
+    elif model_type in ("muse_glimmer_text", "muse_spark_text"):
+        _nope_where_base_zero(c)
+    elif model_type in ("granite_swa", "granitemoe_swa"):
+        _bases_per_layer(c)
+    elif model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen2_vl_text", "qwen2_5_vl_text"):
         _qwen_layers(c)
     elif model_type == "qwen3_moe":
         if not c.get("use_sliding_window"):
@@ -808,6 +1092,26 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
     elif model_type == "olmo3":
         if c.get("layer_types") is None:
             c["layer_types"] = _pattern(_count(c, "num_hidden_layers", maximum=MAX_LAYERS), 4)
+    elif model_type == "cohere2_moe":
+        n = _count(c, "num_hidden_layers", maximum=MAX_LAYERS)
+        dense = _count(dict(c, k=c.pop("first_k_dense_replace", 0)), "k", minimum=0)
+        if c.get("layer_types") is None:
+            prefix = _count(c, "prefix_dense_sliding_window_pattern")
+            rest = _count(dict(c, sliding_window_pattern=c.get("sliding_window_pattern", 4)),
+                          "sliding_window_pattern")
+            c["layer_types"] = (_pattern(min(dense, n), prefix)
+                                + _pattern(max(n - dense, 0), rest))
+        mlp = c.get("mlp_layer_types")
+        if mlp is None:
+            mlp = ["dense" if i < dense else "sparse" for i in range(n)]
+        if not isinstance(mlp, (list, tuple)) or len(mlp) != n:
+            raise ValueError(f"config['mlp_layer_types'] must list one entry per layer "
+                             f"({n}), got {_short(mlp)}")
+        # Cohere2MoeAttention rotates its sliding layers, and its dense layers when
+        # prefix_dense_sliding_window_pattern is 1
+        force = c.get("prefix_dense_sliding_window_pattern") == 1
+        c["no_rope_layers"] = [int(t == "sliding_attention" or (force and m == "dense"))
+                               for t, m in zip(c["layer_types"], mlp)]
     elif model_type == "cohere2":
         heads = _count(c, "num_attention_heads")
         c["head_dim"] = _count(c, "hidden_size") // heads  # Cohere2Config sets it so
@@ -842,8 +1146,263 @@ def standardize(config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
     return c, model_type
 
 
+def _gemma4_heads(c):
+    """Gemma4TextConfig (and Gemma4UnifiedTextConfig): the last layer is global whatever
+    layer_types says; a global layer's head is global_head_dim wide (512) unless the file
+    gives per_layer_config, whose head_dim per layer index then decides (global_head_dim
+    unread)."""
+    if c.get("use_bidirectional_attention") == "all":
+        raise ValueError(
+            "config['use_bidirectional_attention'] is 'all': every layer attends both ways "
+            "(a window of sliding_window // 2 + 1 on each side), and posenc's spans are "
+            "causal; read it as a causal model only by removing that key")
+    types = list(c["layer_types"])
+    if types:
+        types[-1] = "full_attention"  # its __post_init__ forces it, with a warning
+    c["layer_types"] = types
+    head = _count(c, "head_dim")
+    overrides = c.get("per_layer_config")
+    if overrides is None:
+        width = _count(dict(c, global_head_dim=c.get("global_head_dim", 512)), "global_head_dim")
+        dims = [width if t == "full_attention" else head for t in types]
+    else:
+        if not isinstance(overrides, Mapping):
+            raise TypeError(f"config['per_layer_config'] must be a dict of layer index to "
+                            f"overrides, got {_short(overrides)}")
+        dims = [head] * len(types)
+        for key, layer in overrides.items():
+            if not (isinstance(key, (str, int)) and str(key).isdigit()
+                    and int(key) < len(types) and isinstance(layer, Mapping)):
+                raise ValueError(f"config['per_layer_config'] must map layer indices below "
+                                 f"{len(types)} to dicts, got key {_short(key)}")
+            unknown = set(layer) - {"head_dim", "num_key_value_heads"}
+            if unknown:
+                raise ValueError(
+                    f"config['per_layer_config'][{key!r}] sets {', '.join(sorted(unknown))}: "
+                    "posenc reads head_dim and num_key_value_heads per layer only; read a "
+                    "config without the other overrides")
+            if "head_dim" in layer:
+                dims[int(key)] = _count(layer, "head_dim")
+        c.pop("global_head_dim", None)
+    per_type = {t: {d for tt, d in zip(types, dims) if tt == t} for t in set(types)}
+    for t, found in per_type.items():
+        if len(found) > 1:
+            raise ValueError(
+                f"config['per_layer_config'] gives the {t} layers {len(found)} head widths "
+                f"({', '.join(map(str, sorted(found)))}): transformers 5.23 builds one rotary "
+                "table per layer type, which cannot serve them all; give them one width")
+    c["head_dim"] = next(iter(per_type.get("sliding_attention", {head})))
+    c["global_head_dim"] = next(iter(per_type.get("full_attention", {head})))
+
+
+def _nope_where_base_zero(c):
+    """Muse: layer_rope_theta marks NoPE layers with 0 (by default every fourth from the
+    last); the model rotates every other layer with the one module at rope_parameters'
+    base, so a different non-zero entry would be silently ignored: refused."""
+    from . import _real
+
+    types, base = c["layer_types"], float(c["rope_parameters"]["rope_theta"])
+    n = len(types)
+    bases = c.get("layer_rope_theta")
+    if bases is None:  # its __post_init__
+        bases = [0 if (n - 1 - i) % 4 == 0 else base for i in range(n)]
+    if not isinstance(bases, (list, tuple)) or len(bases) != n:
+        raise ValueError(f"config['layer_rope_theta'] must list one base per layer ({n}), "
+                         f"got {_short(bases)}")
+    bases = [_real(b, "config['layer_rope_theta'] entries") for b in bases]
+    other = sorted({b for b in bases if b and b != base})
+    if other:
+        raise ValueError(
+            f"config['layer_rope_theta'] gives bases {', '.join(f'{b:g}' for b in other)} but "
+            f"transformers 5.23 rotates every RoPE layer of this family with rope_parameters' "
+            f"base {base:g} (it reads layer_rope_theta only for 0, no RoPE); give those "
+            "layers that base, or 0")
+    c["no_rope_layers"] = [int(bool(b)) for b in bases]
+
+
+def _bases_per_layer(c):
+    """Granite SWA: layer i rotates with base layer_rope_theta[i] (0: no RoPE), the rest
+    of rope_parameters shared; read as one rope dict per layer type, which holds while
+    the layers of a type share their base."""
+    from . import _real
+
+    types, flat = c["layer_types"], c["rope_parameters"]
+    bases = c.get("layer_rope_theta")
+    if bases is None:  # its __post_init__: every layer at rope_parameters' base
+        bases = [flat["rope_theta"]] * len(types)
+    if not isinstance(bases, (list, tuple)) or len(bases) != len(types):
+        raise ValueError(f"config['layer_rope_theta'] must list one base per layer "
+                         f"({len(types)}), got {_short(bases)}")
+    bases = [_real(b, "config['layer_rope_theta'] entries") for b in bases]
+    per_type = {}  # layer type -> its non-zero bases
+    for t, base in zip(types, bases):
+        if base:
+            per_type.setdefault(t, set()).add(base)
+    for t, found in per_type.items():
+        if len(found) > 1:
+            raise ValueError(
+                f"config['layer_rope_theta'] gives the {t} layers {len(found)} bases "
+                f"({', '.join(f'{b:g}' for b in sorted(found))}): posenc describes one base "
+                "per layer type; give those layers one base, or read each layer's config alone")
+    if per_type:
+        c["rope_parameters"] = {t: dict(flat, rope_theta=found.pop())
+                                for t, found in per_type.items()}
+    c["no_rope_layers"] = [int(bool(base)) for base in bases]
+
+
+def _mistral4_width(c, params):
+    """Mistral4Config: head_dim is qk_nope_head_dim + qk_rope_head_dim and the rotary
+    module rotates int(head_dim * partial_rotary_factor) features (the whole head under
+    the default rule), which Mistral4Attention applies to its qk_rope_head_dim slice; it
+    scales queries with llama_4_scaling_beta beyond original_max_position_embeddings."""
+    rope, nope = _count(c, "qk_rope_head_dim"), _count(c, "qk_nope_head_dim", minimum=0)
+    head = rope + nope
+    prf = params.pop("partial_rotary_factor", rope / head)  # its __post_init__'s default
+    from . import _real
+
+    prf = _real(prf, "config['rope_parameters']['partial_rotary_factor']")
+    width = head if params["rope_type"] in ("default", "proportional") else int(head * prf)
+    if width != rope:
+        raise ValueError(
+            f"config['qk_rope_head_dim'] is {rope} but transformers 5.23's rotary module for "
+            f"model_type 'mistral4' turns {width} features (rope_type {params['rope_type']!r}, "
+            f"head_dim {head}, partial_rotary_factor {prf:g}), so its attention cannot apply "
+            "it; give a scaled rope_type with partial_rotary_factor = qk_rope_head_dim / "
+            "(qk_nope_head_dim + qk_rope_head_dim)")
+    if c.get("_query_scaling") is None or params.get("original_max_position_embeddings") is None:
+        raise ValueError(
+            "config['rope_parameters'] must give llama_4_scaling_beta and "
+            "original_max_position_embeddings for model_type 'mistral4': Mistral4Attention "
+            "scales every query with both; give them as its class default does")
+    c.pop("head_dim", None)
+
+
+def _dbrx_base(c, params):
+    """DbrxConfig reads the top-level rope_theta; attn_config['rope_theta'], where DBRX's
+    published files keep the base, reaches only an unused attribute of DbrxAttention."""
+    attn = c.get("attn_config")
+    if isinstance(attn, Mapping) and attn.get("rope_theta") is not None:
+        from . import _real
+
+        theirs = _real(attn["rope_theta"], "config['attn_config']['rope_theta']")
+        if theirs != float(params["rope_theta"]):
+            raise ValueError(
+                f"config['attn_config']['rope_theta'] is {theirs:g} but transformers 5.23 "
+                f"rotates model_type 'dbrx' with the top-level base {params['rope_theta']:g} "
+                "and never reads attn_config's; give rope_theta at the top level too (the "
+                "same value) to read the checkpoint's rotation")
+
+
+def _step3p5_layers(c):
+    """Step3p7TextConfig: per-layer lists padded with num_nextn_predict_layers trailing
+    multi-token-prediction entries are cut to num_hidden_layers."""
+    if c.get("use_bidirectional_attention"):
+        raise ValueError("config['use_bidirectional_attention'] is true: every layer attends "
+                         "both ways, and posenc's spans are causal; read it without that key")
+    n = _count(c, "num_hidden_layers", maximum=MAX_LAYERS)
+    extra = _count(dict(c, k=c.pop("num_nextn_predict_layers", 0)), "k", minimum=0)
+    for key in ("layer_types", "rope_theta", "partial_rotary_factors"):
+        value = c.get(key)
+        if extra and isinstance(value, list) and len(value) == n + extra:
+            c[key] = value[:n]
+
+
+def _step3p5_rope(c, family):
+    """Step3p7TextConfig: a file's rope_parameters when they hold a dict for every layer
+    type; else, per layer type, rope_theta and partial_rotary_factors of its first layer
+    (lists per layer, or one rope_theta for all), rope_scaling added to full_attention."""
+    from . import _real
+
+    types = c["layer_types"]
+    if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+        raise TypeError("config['layer_types'] must be a list of str")
+    params = c.pop("rope_parameters", None)
+    scaling = c.pop("rope_scaling", None)
+    thetas = c.pop("rope_theta", family["rope_theta"])
+    factors = c.pop("partial_rotary_factors", None)
+    if isinstance(params, Mapping) and all(isinstance(params.get(t), Mapping) for t in set(types)):
+        params = {t: dict(params[t]) for t in set(types)}
+        for p in params.values():
+            p.setdefault("rope_theta", family["rope_theta"])  # its converter's default
+            p.setdefault("rope_type", p.pop("type", "default"))
+    else:
+        per_layer = {"rope_theta": thetas if isinstance(thetas, list) else [thetas] * len(types)}
+        if factors:
+            per_layer["partial_rotary_factors"] = factors
+        for key, values in per_layer.items():
+            if not isinstance(values, list) or len(values) != len(types):
+                raise ValueError(f"config[{key!r}] must list one value per layer "
+                                 f"({len(types)}), got {_short(values)}")
+            for t in set(types):
+                found = {_real(v, f"config[{key!r}] entries")
+                         for v, tt in zip(values, types) if tt == t}
+                if len(found) > 1:
+                    raise ValueError(
+                        f"config[{key!r}] gives the {t} layers {len(found)} values "
+                        f"({', '.join(f'{v:g}' for v in sorted(found))}), but transformers "
+                        "5.23 builds one rotary table per layer type from its first layer; "
+                        "give those layers one value")
+        params = {}
+        for t in set(types):
+            i = types.index(t)
+            params[t] = {"rope_type": "default", "rope_theta": per_layer["rope_theta"][i]}
+            if factors:
+                params[t]["partial_rotary_factor"] = factors[i]
+        if scaling is not None and "full_attention" in params:
+            if not isinstance(scaling, Mapping):
+                raise TypeError(f"config['rope_scaling'] must be a dict or null, "
+                                f"got {_short(scaling)}")
+            params["full_attention"].update(scaling)
+            params["full_attention"]["rope_type"] = params["full_attention"].pop(
+                "type", params["full_attention"]["rope_type"])
+    for t, p in params.items():
+        if p["rope_type"] in ("llama3", "yarn", "longrope") and \
+                p.get("original_max_position_embeddings") is None:
+            raise ValueError(f"config's rope dict for {t} (rope_type {p['rope_type']!r}) must "
+                             "give original_max_position_embeddings: model_type 'step3p5' fills "
+                             "in none and transformers refuses the file; give it")
+    c["rope_parameters"] = params
+
+
+def _cohere2_moe_rope(c, family):
+    """Cohere2MoeConfig: a file's rope_parameters are kept as written (rope_type filled;
+    rope_theta only by a scaled rule's init function), else the top-level rope_theta; its
+    rope_scaling field is never read."""
+    _check_top_reals(c, "rope_theta")
+    if c.get("rope_scaling") is not None:
+        raise ValueError(
+            "config['rope_scaling'] is set, but transformers 5.23's Cohere2MoeConfig keeps it "
+            "as a field its rotary module never reads (it rotates with rope_parameters, else "
+            "rope_theta); give the rule as rope_parameters")
+    params = c.get("rope_parameters")
+    if params is None:
+        params = {"rope_type": "default", "rope_theta": c.get("rope_theta", family["rope_theta"])}
+    elif not isinstance(params, Mapping):
+        raise TypeError(f"config['rope_parameters'] must be a dict or null, got {_short(params)}")
+    params = dict(params)
+    params["rope_type"] = params.get("rope_type", params.pop("type", "default"))
+    params.pop("type", None)
+    if "rope_theta" not in params:
+        if params["rope_type"] not in ("linear", "dynamic", "yarn", "longrope"):
+            raise ValueError(f"config['rope_parameters'] must give rope_theta for model_type "
+                             f"'cohere2_moe' under rope_type {params['rope_type']!r}: its class "
+                             "fills in none when the file gives the dict; give the base")
+        # these rules' init functions standardize first, from the rope_theta field (the
+        # validator of the others requires the key, or the default rule reads it unfilled)
+        params["rope_theta"] = c.get("rope_theta", family["rope_theta"])
+    if params["rope_type"] in ("llama3", "yarn", "longrope") and \
+            params.get("original_max_position_embeddings") is None:
+        raise ValueError(f"config['rope_parameters'] must give original_max_position_embeddings "
+                         f"for rope_type {params['rope_type']!r} (model_type 'cohere2_moe' "
+                         "fills in none and transformers refuses the file); give it")
+    c["rope_parameters"] = params
+    c.pop("rope_theta", None)
+    c.pop("partial_rotary_factor", None)
+
+
 def _nested_rope(c, family, model_type):
-    """Gemma 3 / OLMo 3: a rope dict per layer type, rope_scaling for the global layers."""
+    """Gemma 3 / OLMo 3 / ModernBERT decoder: a rope dict per layer type, rope_scaling for
+    the global layers (ModernBERT's: for both)."""
     _check_top_reals(c, "rope_theta", "rope_local_base_freq")
     scaling = c.pop("rope_scaling", None)
     if scaling is not None and not isinstance(scaling, Mapping):
@@ -859,12 +1418,20 @@ def _nested_rope(c, family, model_type):
         if params["full_attention"] is None:
             params["full_attention"] = {}
         params["full_attention"].update(scaling)
+        if model_type == "modernbert-decoder":  # its converter scales both layer types
+            if params.get("sliding_attention") is None:
+                params["sliding_attention"] = {"rope_type": "default"}
+            params["sliding_attention"].update(scaling)
     if params.get("full_attention") is None:
         params["full_attention"] = {"rope_type": "default"}
     if params.get("sliding_attention") is None:
         params["sliding_attention"] = {"rope_type": "default"}
     default = family["rope_theta"]
-    if model_type == "gemma3_text":
+    if model_type == "modernbert-decoder":  # global_rope_theta / local_rope_theta
+        _check_top_reals(c, "global_rope_theta", "local_rope_theta")
+        params["full_attention"].setdefault("rope_theta", c.get("global_rope_theta", default))
+        params["sliding_attention"].setdefault("rope_theta", c.get("local_rope_theta", 10000.0))
+    elif model_type in ("gemma3_text", "gemma3n_text"):
         params["full_attention"].setdefault("rope_theta", c.get("rope_theta", default))
         params["sliding_attention"].setdefault(
             "rope_theta", c.get("rope_local_base_freq", family["rope_local_base_freq"]))
@@ -909,6 +1476,26 @@ def _family_rules(c, family, model_type):
     if model_type == "mimo_v2_flash" and c.get("sliding_window_size") is not None:
         # MiMoV2FlashConfig: the window attends sliding_window_size tokens plus the query
         c["sliding_window"] = _count(c, "sliding_window_size") + 1
+    if family.get("_head_from_hidden"):  # its __post_init__ sets head_dim so
+        c["head_dim"] = _count(c, "hidden_size") // _count(c, "num_attention_heads")
+    if model_type == "step3p5":
+        _step3p5_layers(c)
+    if model_type == "modernbert-decoder":  # its __post_init__: half the local window
+        local = _count(c, "local_attention", minimum=0)
+        if not local and "sliding_attention" in (c.get("layer_types") or ["sliding_attention"]):
+            raise ValueError("config['local_attention'] must be positive for sliding layers: "
+                             "ModernBertDecoderConfig then sets sliding_window -1, which no mask "
+                             "reads as a window; give the local window")
+        c["sliding_window"] = local // 2 if local else None
+    if model_type == "zamba2":
+        if c.get("use_long_context"):
+            if c.get("use_mem_rope"):
+                raise ValueError(
+                    "config['use_long_context'] is true: transformers 5.23 warns that it uses "
+                    "a rescaled rope_theta but rotates with the file's base, so which base the "
+                    "checkpoint expects is not in the config; read it without use_long_context")
+            c["max_position_embeddings"] = 16384  # Zamba2Config sets it so
+        c["head_dim"] = 2 * _count(c, "hidden_size") // _count(c, "num_attention_heads")
     if c.get("layer_types") is None and "_layer_types" in family:
         rule = family["_layer_types"]
         n = _count(c, "num_hidden_layers", maximum=MAX_LAYERS)
@@ -928,6 +1515,8 @@ def _family_rules(c, family, model_type):
                 c["layer_types"][-1] = hit  # OlmoHybridConfig keeps one full attention layer
             if model_type == "mimo_v2_flash":
                 c["layer_types"][0] = hit  # MiMoV2FlashConfig: the first layer is global too
+            if model_type in ("beam", "gemma4_text", "gemma4_unified_text"):
+                c["layer_types"][-1] = hit  # BeamConfig: the last layer is global too
         elif rule[0] == "indices":  # (indices, type listed, type not listed, key, all if absent)
             _, hit, other, key, everywhere = rule
             idxs = c.get(key)
@@ -946,6 +1535,20 @@ def _family_rules(c, family, model_type):
         elif rule[0] == "flint":  # FlintConfig: the first two, every i % 4 == 1 and the last global
             c["layer_types"] = ["full_attention" if i < 2 or i % 4 == 1 or i == n - 1
                                 else "sliding_attention" for i in range(n)]
+        elif rule[0] == "from_last":  # (from_last, period, type when (n-1-i) % period == 0, else)
+            _, period, hit, other = rule
+            c["layer_types"] = [hit if (n - 1 - i) % period == 0 else other for i in range(n)]
+        elif rule[0] == "recurrent_gemma":  # RecurrentGemmaConfig.layers_block_type
+            blocks = c.get("block_types", ("recurrent", "recurrent", "attention"))
+            if not isinstance(blocks, (list, tuple)) or not blocks:
+                raise TypeError(f"config['block_types'] must be a non-empty list, got "
+                                f"{_short(blocks)}")
+            c["layer_types"] = ["linear_attention" if b == "recurrent" else "sliding_attention"
+                                for b in (list(blocks) * n)[:n]]
+        elif rule[0] == "zamba2":  # Zamba2Config's layout, 54 layers whatever the count
+            c["layer_types"] = (["linear_attention"] + (["linear_attention"] * 5 + ["hybrid"]) * 7
+                                + ["linear_attention"] * 4 + ["hybrid"] + ["linear_attention"] * 3
+                                + ["hybrid"] + ["linear_attention"] * 2)
         elif rule[0] == "lfm3":  # Lfm3Config: i % 4 == 2 full, i % 4 == 0 < i sliding, else conv
             c["layer_types"] = ["full_attention" if i % 4 == 2 else "sliding_attention"
                                 if i % 4 == 0 and i > 0 else "conv" for i in range(n)]
@@ -962,10 +1565,15 @@ def _family_rules(c, family, model_type):
         c["no_rope_layers"] = [0] * len(types or [])
     if "_rotating_types" in family and types:  # the model file rotates these types only
         c["no_rope_layers"] = [int(t in family["_rotating_types"]) for t in types]
+    if model_type == "zamba2" and not c.get("use_mem_rope"):
+        # Zamba2Model builds no rotary module and passes None without use_mem_rope
+        c["no_rope_layers"] = [0] * len(types or [])
     if model_type == "olmo_hybrid" and types:
         # OlmoHybridModel gives position embeddings to its full_attention layers only
         c["no_rope_layers"] = [int(t == "full_attention") for t in types]
     c["_no_attention"] = family.get("_no_attention", ())
+    c["_sliding_types"] = family.get("_sliding_types", ())
+    c["_notes"] = family.get("_notes", ())
 
 
 def _is_nested(params):
@@ -974,24 +1582,32 @@ def _is_nested(params):
 
 
 def _per_type_rope(c, family, model_type):
-    """A family whose class default is a rope dict per layer type (LFM3, MiMo-V2-Flash):
-    the file's rope_parameters, else the default; rope_theta filled in each dict as
-    ``convert_rope_params_to_dict`` does (MiMo-V2-Flash's fills nothing)."""
+    """A family whose class default is a rope dict per layer type (LFM3, MiMo-V2-Flash,
+    Laguna, ...): the file's rope_parameters, else the default; rope_theta filled in each
+    dict as ``convert_rope_params_to_dict`` does (``_fills_theta`` False: it fills nothing)."""
     _check_top_reals(c, "rope_theta")
     params = c.pop("rope_scaling", None) or c.get("rope_parameters")
     if params is not None and not isinstance(params, Mapping):
         raise TypeError(f"config['rope_parameters'] must be a dict or null, got {_short(params)}")
+    if model_type == "zaya" and params is not None:
+        # ZayaConfig.convert_rope_params_to_dict drops a stray flat rope_type beside the dicts
+        params = {k: v for k, v in params.items() if k != "rope_type"}
     params = params or family["_default_rope"]
     if not _is_nested(params):
         raise ValueError(f"config['rope_parameters'] must hold one dict per layer type for "
                          f"model_type {model_type!r} (as its class does); give it keyed by "
                          "layer type")
     params = {k: (None if v is None else dict(v)) for k, v in params.items()}
-    for p in params.values():
+    used = set(c.get("layer_types") or params)
+    for t, p in params.items():
         if p is None:
             continue
-        if model_type != "mimo_v2_flash":
+        if family.get("_fills_theta", True):
             p.setdefault("rope_theta", c.get("rope_theta", family["rope_theta"]))
+        elif "rope_theta" not in p and t in used:
+            raise ValueError(f"config['rope_parameters'][{t!r}] must give rope_theta for model_type "
+                             f"{model_type!r}: its class fills in none and its rotary module needs "
+                             "it; give the base of that layer type")
         p.setdefault("rope_type", p.pop("type", "default"))
         if p["rope_type"] in ("llama3", "yarn", "longrope"):
             if c.get("max_position_embeddings") is not None:

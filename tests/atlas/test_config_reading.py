@@ -254,3 +254,33 @@ def test_inspect_names_a_published_file_after_its_folder():
     out = subprocess.run([sys.executable, "-m", "posenc", "inspect", str(ZOO / "qwen2.5-7b")],
                          capture_output=True, text=True, check=True).stdout
     assert out.splitlines()[0] == "qwen2.5-7b"
+
+
+def test_every_family_prints_its_notes_in_both_languages():
+    """The class defaults of every family posenc reads: each note has a Chinese line."""
+    from posenc.atlas import format_description
+    from posenc.atlas._families import FAMILIES
+
+    for model_type in sorted(FAMILIES):
+        try:
+            d = describe_config({"model_type": model_type})
+        except ValueError:  # defaults transformers cannot run, or no RoPE layer
+            continue
+        for line in format_description(d, "zh").splitlines():
+            if line.startswith("  备注"):
+                assert any("\u4e00" <= ch <= "\u9fff" for ch in line[4:]), (model_type, line)
+
+
+def test_a_family_without_rotating_global_layers_says_which_layers_rotate(tmp_path, capsys):
+    """Beam's global layers have no RoPE: the "rotated" line counts its sliding layers."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "beam"}))
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "128/128 features of the sliding layers (100%)" in out
+    assert "43 sliding(512) + 9 NoPE global" in out
+    assert "(1 + (position + 1) / 2048) ** 0.1" in out
+    assert main(["inspect", str(path), "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert (row["span"], row["span_kind"], row["layers"]) == (
+        512, "window", "43 sliding(512) + 9 NoPE global")

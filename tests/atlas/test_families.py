@@ -14,6 +14,7 @@ rotate, which attend without rotating and which do not attend at all.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import inspect
 import json
@@ -118,10 +119,13 @@ def _per_layer(text):
     types = list(getattr(text, "layer_types", None) or ["all"] * n)
     flags = getattr(text, "no_rope_layers", None) or [1] * n
     rule = RULES.get(text.model_type)
+    params = getattr(text, "rope_parameters", None) or {}
     out = []
     for i, (t, f) in enumerate(zip(types, flags)):
         if t in NO_ATTENTION_TYPES:
             out.append(None)
+        elif t in params and params[t] is None:  # a rope dict per layer type, None: no RoPE
+            out.append("nope")
         elif rule is not None:
             out.append(rule(text, i, t, f))
         else:
@@ -142,6 +146,17 @@ RULES = {
     "flint": lambda c, i, t, f: t if t == "sliding_attention" else "nope",
     # OlmoHybridModel passes position embeddings to full_attention layers only
     "olmo_hybrid": lambda c, i, t, f: t if t == "full_attention" else "nope",
+    # MuseGlimmerTextModel: "position_embeddings if self.config.layer_rope_theta[i] else None"
+    "muse_glimmer_text": lambda c, i, t, f: t if c.layer_rope_theta[i] else "nope",
+    "muse_spark_text": lambda c, i, t, f: t if c.layer_rope_theta[i] else "nope",
+    # Zamba2Attention rotates "if self.config.use_mem_rope"
+    "zamba2": lambda c, i, t, f: t if c.use_mem_rope else "nope",
+    # GraniteSWAModel passes no position embeddings where layer_rope_theta is 0
+    "granite_swa": lambda c, i, t, f: t if c.layer_rope_theta[i] else "nope",
+    "granitemoe_swa": lambda c, i, t, f: t if c.layer_rope_theta[i] else "nope",
+    # Cohere2MoeAttention: "if self.sliding_window is not None or self.force_rope"
+    "cohere2_moe": lambda c, i, t, f: t if (t == "sliding_attention" or (
+        c.mlp_layer_types[i] == "dense" and c.prefix_dense_sliding_window_pattern == 1)) else "nope",
     # GraniteMoeHybridModel builds no rotary module unless position_embedding_type == "rope"
     "granitemoehybrid": lambda c, i, t, f: t if c.position_embedding_type == "rope" else "nope",
 }
@@ -162,21 +177,40 @@ def transformers_reading(config):
         module = rotary(config=text)
     layers = {}
     for t in {t for t in per_layer if t not in (None, "nope")}:
+        if text.model_type in ("granite_swa", "granitemoe_swa"):
+            # GraniteSWAModel: one rotary module per base of layer_rope_theta, built from
+            # a copy of the config with that base
+            base = text.layer_rope_theta[text.layer_types.index(t)]
+            copied = copy.deepcopy(text)
+            copied.rope_parameters = {**text.rope_parameters, "rope_theta": base}
+            with torch.no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                module = rotary(config=copied)
         if hasattr(module, f"{t}_inv_freq"):
             inv, att = getattr(module, f"{t}_inv_freq"), getattr(module, f"{t}_attention_scaling")
         else:
             inv, att = module.inv_freq, module.attention_scaling
         layers[t] = (inv.double().numpy(), float(att))
     return {"per_layer": per_layer, "layers": layers, "windows": _windows(text),
-            "max_position_embeddings": text.max_position_embeddings}
+            "max_position_embeddings": getattr(text, "max_position_embeddings", None)}
 
 
 def _windows(text):
     """The window of the layer types that name one (a config with one kind of layer,
     "all", is left out: its window depends on the family's attention)."""
-    return {"sliding_attention": getattr(text, "sliding_window", None),
-            "chunked_attention": getattr(text, "attention_chunk_size", None),
-            "full_attention": None}
+    windows = {"sliding_attention": getattr(text, "sliding_window", None),
+               "chunked_attention": getattr(text, "attention_chunk_size", None),
+               "full_attention": None}
+    for t in SLIDING_TYPES.get(text.model_type, ()):
+        windows[t] = text.sliding_window
+    return windows
+
+
+#: Layer types other than "sliding_attention" that the family's attention gives
+#: ``config.sliding_window``.
+SLIDING_TYPES = {
+    "zaya": ("hybrid_sliding",),  # ZayaAttention: sliding_window if layer_type == "hybrid_sliding"
+}
 
 
 def _gptj_reading(text, per_layer):
@@ -189,7 +223,7 @@ def _gptj_reading(text, per_layer):
     half = text.rotary_dim // 2
     inv = torch.atan2(table[1, :half].double(), table[1, half:].double())  # angle at position 1
     return {"per_layer": per_layer, "layers": {"all": (inv.numpy(), 1.0)}, "windows": {},
-            "max_position_embeddings": text.max_position_embeddings}
+            "max_position_embeddings": getattr(text, "max_position_embeddings", None)}
 
 
 def assert_reads_as_transformers(description, reference):
@@ -254,6 +288,14 @@ def _accepted(model_type, kwargs):
     return True
 
 
+def _global_attr(config, name):
+    """A config attribute, 0 where it is set per layer (Gemma 4's head_dim)."""
+    try:
+        return getattr(config, name, 0)
+    except RuntimeError:  # transformers' AmbiguousGlobalPerLayerAttributeError
+        return 0
+
+
 def _variants(model_type):
     """Class defaults, then the first variants transformers accepts among: a long-context
     rule (yarn, else linear), another layer count (the layer pattern), a partial rotation,
@@ -261,19 +303,20 @@ def _variants(model_type):
     base = dict(BROKEN_DEFAULTS.get(model_type, {}))
     defaults = _build(model_type, base)
     params = getattr(defaults, "rope_parameters", None) or {}
-    nested = bool(params) and all(isinstance(v, dict) for v in params.values())
+    nested = bool(params) and all(isinstance(v, dict) or v is None for v in params.values())
     theta = (params.get("rope_theta") if not nested else None) or 10000.0
     scaled = []
     for rule in ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096},
                  {"rope_type": "linear", "factor": 4.0}):
         if nested:
-            p = {k: dict(v) for k, v in params.items()}
-            p["full_attention" if "full_attention" in p else sorted(p)[0]].update(rule)
+            p = {k: v and dict(v) for k, v in params.items()}
+            rotating = sorted(k for k, v in p.items() if v)
+            p["full_attention" if p.get("full_attention") else rotating[0]].update(rule)
         else:
             p = dict(rule, rope_theta=theta * 2)
             if "partial_rotary_factor" in params:
                 p["partial_rotary_factor"] = params["partial_rotary_factor"]
-        if getattr(defaults, "head_dim", 0) is None:  # transformers' yarn needs it then
+        if _global_attr(defaults, "head_dim") is None:  # transformers' yarn needs it then
             scaled.append(("scaled", dict(base, rope_parameters=p, head_dim=defaults.hidden_size
                                           // defaults.num_attention_heads)))
         scaled.append(("scaled", dict(base, rope_parameters=p)))
@@ -291,6 +334,23 @@ def _variants(model_type):
     return [(model_type, name, kwargs) for name, kwargs in cases]
 
 
+def _mistral4_cannot_run(c):
+    """Mistral4Attention applies the rotary table to its qk_rope_head_dim slice and scales
+    queries with rope_parameters' llama_4_scaling_beta and original_max_position_embeddings."""
+    module = _rotary_class(c)(config=c)
+    if 2 * module.inv_freq.shape[-1] != c.qk_rope_head_dim:
+        return r"config\['qk_rope_head_dim'\]"
+    if None in (c.rope_parameters.get("llama_4_scaling_beta"),
+                c.rope_parameters.get("original_max_position_embeddings")):
+        return "llama_4_scaling_beta"
+    return None
+
+
+#: Families whose model cannot run some configs its rotary module accepts: the message
+#: posenc's refusal must match (None where the model runs).
+CANNOT_RUN = {"mistral4": _mistral4_cannot_run}
+
+
 #: Variants of keys only some families have.
 VARIANTS = {
     "gptj": [("rotary_dim", {"rotary_dim": 32, "n_embd": 1024, "n_head": 8})],
@@ -306,6 +366,59 @@ VARIANTS = {
                                "num_hidden_layers": 4})],
     "minimax_m2": [("rotary_dim", {"rotary_dim": 64})],
     "mimo_v2_flash": [("sliding_window_size", {"sliding_window_size": 64})],
+    "granite_swa": [("layer_rope_theta", {"num_hidden_layers": 8, "layer_rope_theta": [
+        0, 10000.0, 10000.0, 10000.0, 0, 10000.0, 10000.0, 10000.0]})],
+    "granitemoe_swa": [("layer_rope_theta", {"num_hidden_layers": 8, "layer_rope_theta": [
+        1000000.0, 50000.0, 0, 50000.0, 1000000.0, 50000.0, 50000.0, 0]})],
+    "gemma4_text": [("global_head_dim", {"global_head_dim": 384, "num_hidden_layers": 8,
+                                         "layer_types": ["sliding_attention", "full_attention"] * 4,
+                                         "rope_parameters": {
+                                             "sliding_attention": {"rope_type": "default",
+                                                                   "rope_theta": 20000.0},
+                                             "full_attention": {"rope_type": "proportional",
+                                                                "partial_rotary_factor": 0.5,
+                                                                "rope_theta": 500000.0}}})],
+    "bailing_hybrid": [("layer_group_size", {"layer_group_size": 4, "num_hidden_layers": 8,
+                                             "model_max_length": 32768})],
+    "zamba2": [("mem_rope", {"use_mem_rope": True, "num_hidden_layers": 6, "layers_block_type": [
+        "mamba", "hybrid", "mamba", "mamba", "hybrid", "mamba"]})],
+    "unlimited_ocr_text": [("no_window", {"sliding_window": None, "head_dim": 64})],
+    "muse_glimmer_text": [("layer_rope_theta", {"num_hidden_layers": 6, "rope_theta": 40000.0,
+                                                "layer_rope_theta": [40000.0, 0, 40000.0, 0,
+                                                                     40000.0, 40000.0]})],
+    "muse_spark_text": [("layer_rope_theta", {"num_hidden_layers": 5,
+                                              "layer_rope_theta": [0, 0, 500000.0, 500000.0, 0]})],
+    "recurrent_gemma": [("block_types", {"block_types": ["attention", "recurrent"],
+                                         "num_hidden_layers": 5, "attention_window_size": 512})],
+    "gemma3n_text": [("rope_local_base_freq", {"rope_local_base_freq": 20000.0, "rope_theta": 5e5,
+                                               "num_hidden_layers": 10})],
+    "modernbert-decoder": [("bases", {"global_rope_theta": 80000.0, "local_rope_theta": 20000.0,
+                                      "local_attention": 256, "global_attn_every_n_layers": 4,
+                                      "num_hidden_layers": 8})],
+    "qwen4_exp_text": [("layer_types", {"num_hidden_layers": 6, "layer_types": [
+        "linear_attention", "full_attention", "linear_attention", "linear_attention",
+        "full_attention", "linear_attention"]})],
+    "step3p5": [("per_layer_lists", {
+        "num_hidden_layers": 4, "num_nextn_predict_layers": 1, "sliding_window": 512,
+        "layer_types": ["full_attention", "sliding_attention", "sliding_attention",
+                        "full_attention", "full_attention"],
+        "rope_theta": [5e6, 1e4, 1e4, 5e6, 7.0], "partial_rotary_factors": [0.5, 1.0, 1.0, 0.5, 1.0],
+        "rope_scaling": {"rope_type": "yarn", "factor": 2.0,
+                         "original_max_position_embeddings": 65536}})],
+    "dbrx": [("attn_config", {"attn_config": {"rope_theta": 500000.0, "kv_n_heads": 8},
+                              "rope_theta": 500000.0})],
+    "cohere2_moe": [("dense_prefix", {"first_k_dense_replace": 3, "num_hidden_layers": 8,
+                                      "rope_theta": 50000.0,
+                                      "rope_parameters": {"rope_type": "linear", "factor": 2.0}})],
+    "mistral4": [("yarn", {"qk_rope_head_dim": 32, "qk_nope_head_dim": 96, "rope_parameters": {
+        "rope_type": "yarn", "rope_theta": 1000000.0, "factor": 16.0, "llama_4_scaling_beta": 0.2,
+        "original_max_position_embeddings": 65536, "partial_rotary_factor": 0.25}})],
+    "laguna": [("layer_types", {"layer_types": ["sliding_attention", "full_attention"] * 3,
+                                "num_hidden_layers": 6})],
+    "mellum": [("layer_types", {"layer_types": ["full_attention", "sliding_attention"] * 3,
+                                "num_hidden_layers": 6})],
+    "zaya": [("layer_types", {"layer_types": ["hybrid_sliding", "hybrid"] * 3,
+                              "num_hidden_layers": 6, "sliding_window": 256})],
 }
 
 
@@ -330,7 +443,13 @@ def test_family_reads_as_transformers(model_type, name, kwargs):
                 describe_config(saved)
         return
     for saved in saved_forms:
-        reference = transformers_reading(_load(saved))
+        loaded = _load(saved)
+        reference = transformers_reading(loaded)
+        refusal = CANNOT_RUN.get(model_type, lambda c: None)(loaded.get_text_config(decoder=True))
+        if refusal is not None:  # the rotary module builds, the attention cannot use it
+            with pytest.raises(ValueError, match=refusal):
+                describe_config(saved)
+            continue
         if all(t in (None, "nope") for t in reference["per_layer"]):
             with pytest.raises(ValueError, match="no layer that uses RoPE"):
                 describe_config(saved)
@@ -402,6 +521,38 @@ def test_a_hybrid_says_which_layers_have_no_attention():
     with pytest.raises(ValueError, match=r"no layer that uses RoPE \(0 attention layers without "
                                          r"it, 32 layers without attention\)"):
         describe_config({"model_type": "granitemoehybrid"})
+
+
+@pytest.mark.parametrize("config,match", [
+    # DBRX's published files keep the base in attn_config, which transformers never reads
+    ({"model_type": "dbrx", "attn_config": {"rope_theta": 500000}}, r"config\['attn_config'\]"),
+    # Cohere2MoeConfig keeps rope_scaling as a field and rotates without it
+    ({"model_type": "cohere2_moe", "rope_scaling": {"rope_type": "linear", "factor": 2.0}},
+     r"config\['rope_scaling'\]"),
+    ({"model_type": "cohere2_moe", "rope_parameters": {"rope_type": "default"}},
+     "must give rope_theta"),
+    # Mistral4's default rule turns the whole 128-wide head; its attention rotates 64
+    ({"model_type": "mistral4", "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}},
+     r"config\['qk_rope_head_dim'\] is 64 but .* turns 128 features"),
+    ({"model_type": "gemma4_text", "use_bidirectional_attention": "all"},
+     r"config\['use_bidirectional_attention'\] is 'all'"),
+    ({"model_type": "gemma4_text", "num_hidden_layers": 6,
+      "per_layer_config": {"1": {"head_dim": 128}}}, "sliding_attention layers 2 head widths"),
+    ({"model_type": "zamba2", "use_mem_rope": True, "use_long_context": True},
+     r"config\['use_long_context'\] is true"),
+    ({"model_type": "muse_glimmer_text", "num_hidden_layers": 4,
+      "layer_rope_theta": [10000.0, 20000.0, 10000.0, 0]}, "bases 20000 but"),
+    ({"model_type": "step3p5", "num_hidden_layers": 2, "rope_theta": [1e4, 2e4]},
+     r"config\['rope_theta'\] gives the full_attention layers 2 values"),
+    # one base per layer type
+    ({"model_type": "granite_swa", "num_hidden_layers": 4,
+      "layer_rope_theta": [10000.0, 10000.0, 20000.0, 0]}, "sliding_attention layers 2 bases"),
+    ({"model_type": "laguna", "rope_parameters": {"full_attention": {"rope_type": "default"}}},
+     r"config\['rope_parameters'\]\['full_attention'\] must give rope_theta"),
+])
+def test_a_config_its_model_cannot_run_is_refused(config, match):
+    with pytest.raises(ValueError, match=match):
+        describe_config(config)
 
 
 def test_an_odd_rope_slice_is_refused_naming_its_key():

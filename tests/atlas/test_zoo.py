@@ -131,7 +131,8 @@ def test_family_defaults_are_transformers_class_defaults(model_type):
     fields = cls.__dataclass_fields__
     for key, value in FAMILIES[model_type].items():
         if key == "rope_theta":
-            theta = cls.default_theta
+            # convert_rope_params_to_dict: the class's rope_theta field, else default_theta
+            theta = fields["rope_theta"].default if "rope_theta" in fields else cls.default_theta
             assert value == (theta["global"] if isinstance(theta, dict) else theta), key
         elif key in fields:
             assert fields[key].default == value, (model_type, key)
