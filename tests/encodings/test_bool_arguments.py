@@ -108,6 +108,8 @@ CALLS = {
     ("figure_variants", "phone"):
         lambda v: __import__("posenc.figures", fromlist=["x"]).figure_variants(
             __import__("posenc.figures", fromlist=["x"]).new_figure()[0], phone=v),
+    ("encoding_pipeline", "column"):
+        lambda v: __import__("posenc.figures", fromlist=["x"]).encoding_pipeline(column=v),
     ("BookTable.__init__", "wide"):
         lambda v: __import__("posenc.figures._tables", fromlist=["BookTable"]).BookTable(
             ["a"], [["x"]], wide=v),
