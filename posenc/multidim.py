@@ -468,7 +468,7 @@ def _apply_rope_mixed_torch(xt, rows, cols, frequencies, seq):
     ``frequencies``)."""
     import torch
 
-    from .torch._eager import compute_dtype
+    from .torch._eager import compute_dtype, rotate
 
     f = frequencies if isinstance(frequencies, torch.Tensor) else torch.as_tensor(
         np.asarray(frequencies, dtype=np.float64))
@@ -480,9 +480,7 @@ def _apply_rope_mixed_torch(xt, rows, cols, frequencies, seq):
     angles = c[:, None] * f[0].unsqueeze(-2) + r[:, None] * f[1].unsqueeze(-2)
     compute = compute_dtype(xt.dtype)
     cos, sin = angles.cos().to(compute), angles.sin().to(compute)
-    x1, x2 = xt[..., 0::2].to(compute), xt[..., 1::2].to(compute)
-    out = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
-    return out.flatten(-2).to(xt.dtype)
+    return rotate(xt, cos, sin, xt.shape[-1], "interleaved")
 
 
 def apply_rope_mixed(x: ArrayT, rows: Positions, cols: Positions, frequencies: Any) -> ArrayT:

@@ -56,10 +56,10 @@ def _uses_kernel(xs, backend, compiled, static):
     """Whether the Triton kernel rotates this call."""
     if backend == "torch" or compiled:
         return False
-    if any(x.dtype not in _fused.KERNEL_DTYPES for x in xs):
-        return False  # float64: the torch formula in float64
     if backend == "auto" and not (_fused.available() and all(x.is_cuda for x in xs)):
         return False
+    if any(x.dtype not in _fused.KERNEL_DTYPES for x in xs):
+        return False  # float64: the torch formula in float64
     if backend == "triton" and not all(_fused.runs_here(x) for x in xs):
         raise ValueError(
             "backend='triton' runs on CUDA tensors (or on CPU tensors under Triton's "
@@ -124,12 +124,12 @@ def rotate_tables(x, tables, r, layout, rot_off=0, out=None, *, traced=None,
     """
     if traced is None:
         traced = functional_mode(x) or (out is not None and functional_mode(out))
-    tables = Tables(*tables)
-    grad = torch.is_grad_enabled() and (
-        x.requires_grad or tables.cos.requires_grad or tables.sin.requires_grad
-        or (out is not None and out.requires_grad))
-    if (not (traced or grad or compiled) and x.device.type == "cpu"
-            and x.numel() >= _SMALL):
+    if not isinstance(tables, Tables):
+        tables = Tables(*tables)
+    if (x.numel() >= _SMALL and not (traced or compiled) and x.device.type == "cpu"
+            and not (torch.is_grad_enabled() and (
+                x.requires_grad or tables.cos.requires_grad or tables.sin.requires_grad
+                or (out is not None and out.requires_grad)))):
         tables = _in_compute(tables, x.dtype)
         fresh = torch.empty(x.shape, dtype=x.dtype, device=x.device)
         if rotate_into(x, fresh if out is None else out, tables, r, layout, rot_off):

@@ -83,20 +83,23 @@ def rotate(x, cos, sin, r, layout, rot_off=0):
     torch.Tensor
         ``x``'s shape and dtype, rounded once from the compute dtype.
     """
-    h = r // 2
-    xr = x[..., rot_off:rot_off + r].to(cos.dtype)
+    whole = rot_off == 0 and r == x.shape[-1]
+    xr = x if whole else x[..., rot_off:rot_off + r]
+    if xr.dtype != cos.dtype:
+        xr = xr.to(cos.dtype)
     if layout == "half":
-        x1, x2 = xr[..., :h], xr[..., h:]
+        x1, x2 = xr.chunk(2, dim=-1)
     else:
-        x1, x2 = xr.unflatten(-1, (h, 2)).unbind(-1)
+        x1, x2 = xr.unflatten(-1, (r // 2, 2)).unbind(-1)
     y1 = torch.addcmul(x1 * cos, x2, sin, value=-1)  # x1 c - x2 s
     y2 = torch.addcmul(x2 * cos, x1, sin)  # x2 c + x1 s
     if layout == "half":
         rot = torch.cat((y1, y2), dim=-1)
     else:
         rot = torch.stack((y1, y2), dim=-1).flatten(-2)
-    rot = rot.to(x.dtype)
-    if r == x.shape[-1]:
+    if rot.dtype != x.dtype:
+        rot = rot.to(x.dtype)
+    if whole:
         return rot
     parts = (x[..., :rot_off], rot, x[..., rot_off + r:])
     return torch.cat([t for t in parts if t.shape[-1]], dim=-1)

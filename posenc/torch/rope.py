@@ -662,7 +662,8 @@ class RotaryEmbedding(nn.Module):
             return cos, sin
 
     def _positions(self, positions, seq):
-        """Checked positions: an integer tensor ``(seq,)`` and its min and max (eager)."""
+        """Checked positions ``(idx, lo, hi)`` (eager): an integer tensor ``(seq,)``, or
+        None where they are known to be the run ``lo .. hi``."""
         if (torch.is_tensor(positions) and positions.dtype in _FAST_POSITION_DTYPES
                 and positions.device.type != "meta"):
             check_positions_tensor(positions, seq)
@@ -670,13 +671,17 @@ class RotaryEmbedding(nn.Module):
                 return positions, 0, 0
             if seq <= 8 and positions.device.type == "cpu":  # a decoding step: no kernel
                 values = positions.tolist()
-                return positions, min(values), max(values)
+                lo, hi = min(values), max(values)
+                run = hi - lo == seq - 1 and values == list(range(lo, hi + 1))
+                return (None if run else positions), lo, hi
             lo, hi = (int(t) for t in torch.aminmax(positions))
             return positions, lo, hi
         arr = check_positions(positions, seq)  # lists, arrays, uint64: int64 NumPy
         if seq == 0:
             return torch.from_numpy(arr), 0, 0
-        return torch.from_numpy(arr), int(arr.min()), int(arr.max())
+        lo, hi = int(arr.min()), int(arr.max())
+        run = hi - lo == seq - 1 and np.array_equal(arr, np.arange(lo, hi + 1))
+        return (None if run else torch.from_numpy(arr)), lo, hi
 
     def _cos_sin(self, positions, seq, device, dtype):
         """cos and sin of shape (seq, dim/2) in ``dtype`` (float32 or float64)."""
@@ -690,24 +695,23 @@ class RotaryEmbedding(nn.Module):
         if dtype == torch.float64 or inv_freq is not self._inv_freq:
             # computed for the call: float64 as apply_rope does, or frequencies that are
             # not the table's (dynamic past its length, longrope's long factors)
-            pos = np.arange(seq, dtype=np.int64) if idx is None else idx.cpu().numpy()
+            pos = np.arange(lo, lo + seq) if idx is None else idx.cpu().numpy()
             return self._tables(pos.astype(np.int64), device, dtype, inv_freq)
         cos, sin = self.cos, self.sin  # one snapshot: never shrunk, rows never change
+        if seq == 0:
+            return cos[:0], sin[:0]
         n = min(cos.shape[0], sin.shape[0])
         if cos.device.type == "meta" or sin.device.type == "meta":
             n = -1  # never materialised: build on the input's device
-        if idx is None:
-            if seq > n:
-                cos, sin = self._grow(seq, device)
-            return cos[:seq], sin[:seq]
-        if seq == 0:
-            return cos[:0], sin[:0]
         if lo < 0 or (hi >= n and _next_pow2(hi + 1) > max(
                 self._max_seq_len, _GROWTH_ROWS, 2 * seq)):
             # negative or far positions: only the rows asked for, from float64
-            return self._tables(idx.cpu().numpy().astype(np.int64), device)
+            pos = np.arange(lo, lo + seq) if idx is None else idx.cpu().numpy()
+            return self._tables(pos.astype(np.int64), device)
         if hi >= n:
             cos, sin = self._grow(hi + 1, device)
+        if idx is None:  # a run: views of the table
+            return cos[lo:hi + 1], sin[lo:hi + 1]
         idx = idx.to(device=cos.device, dtype=torch.long)
         return cos[idx], sin[idx]
 
