@@ -395,10 +395,12 @@ def test_every_built_notebook_is_executed_and_has_no_myst_left():
         python = "\n".join(c.source for c in code)
         assert not GLUE_LEFT.search(python), f"{where}: glue left: {GLUE_LEFT.search(python)}"
         _assert_small(path, where)
-        # Executed: outputs where the page has them, execution counts in order.
-        assert any(c.outputs for c in code), f"{where}: no outputs"
+        # Executed: outputs where the page has them (a chapter's first page, its prose and
+        # the list of its sections, has no cell but the install cell), counts in order.
+        assert len(code) == 1 or any(c.outputs for c in code), f"{where}: no outputs"
         counts = [c.execution_count for c in code[1:] if c.execution_count]
-        assert counts == sorted(counts) and counts, f"{where}: not executed in order"
+        assert counts == sorted(counts) and (counts or len(code) == 1), (
+            f"{where}: not executed in order")
         markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
         for pattern in MYST_LEFT:
             left = pattern.search(markdown)
@@ -475,9 +477,8 @@ json.dump({"source": cell.source, "before": before, "after": after},
 #: Pages executed afresh, one per language (no committed data files, quick to run), and
 #: the argument of a figure cell that the test changes afterwards.
 RUN_PAGES = [
-    ("en", "rope-base-variants", "pf.rope_wavelengths_figure(128,",
-     "pf.rope_wavelengths_figure(64,"),
-    ("zh", "sinusoidal-definition", "n_positions=50)", "n_positions=20)"),
+    ("en", "rope-scores", "pf.rope_scores_figure(S)", "pf.rope_scores_figure(S[:20, :20])"),
+    ("zh", "sinusoidal-reading", "pf.sinusoid_heatmap(100, 128)", "pf.sinusoid_heatmap(50, 128)"),
 ]
 
 
