@@ -23,14 +23,15 @@ pytestmark = pytest.mark.browser
 
 #: page -> the kinds of interactive figure on it, in order
 FIGURES = {
-    "sinusoidal": ["sinusoidal"],
-    "rope": ["rope_pair", "decay"],
-    "long-context": ["long_context"],
-    "other-encodings": ["t5", "alibi"],
-    "multidim": ["mrope"],
+    "sinusoidal-reading": ["sinusoidal"],
+    "rope-scores": ["rope_pair", "decay"],
+    "lc-ramps": ["long_context"],
+    "other-tables": ["t5"],
+    "other-biases": ["alibi"],
+    "multidim-video": ["mrope"],
 }
 #: page -> number of drawn diagrams on it
-DIAGRAMS = {"naive-encodings": 1, "rope": 1, "long-context": 1, "other-encodings": 1}
+DIAGRAMS = {"naive-encodings": 1, "rope-rotation": 1, "lc-ramps": 1, "other-tables": 1}
 WIDTHS = (390, 1280)
 MIN_PX = 11.0
 
@@ -200,7 +201,7 @@ def test_rope_pair_dot_product_equals_posenc(lang, base, browser):
     defaults: seed 0, 32 positions; the page passes bases [100, 10000] and d = 16)."""
     import posenc
 
-    context, tab, external, errors = _open(browser, base, lang, "rope", 1280)
+    context, tab, external, errors = _open(browser, base, lang, "rope-scores", 1280)
     try:
         tab.wait_for_selector("div.posenc-ifig[data-kind='rope_pair'][data-ready]")
         fig = tab.locator("div.posenc-ifig[data-kind='rope_pair']")
