@@ -38,6 +38,19 @@ __all__ = ["FAMILIES", "REFUSED", "TEXT_MODEL_TYPES", "standardize"]
 #: The defaults transformers 5.23 gives the keys posenc reads, per text ``model_type``.
 #: ``rope_theta`` is the class's ``default_theta``; ``partial_rotary_factor`` the value
 #: its ``convert_rope_params_to_dict`` sets when the file has none.
+#: Gemma4TextConfig's defaults, which Gemma4UnifiedTextConfig shares but for its lengths
+_GEMMA4_TEXT: dict = {"_source": "models/gemma4/modeling_gemma4.py", "_fills_theta": False,
+    "_layer_types": ("every", 6, "full_attention", "sliding_attention", None),
+    "_default_rope": {"sliding_attention": {"rope_type": "default",
+                                           "rope_theta": 10000.0},
+                      "full_attention": {"rope_type": "proportional",
+                                         "partial_rotary_factor": 0.25,
+                                         "rope_theta": 1000000.0}},
+    "head_dim": 256, "hidden_size": 2304, "num_attention_heads": 8,
+    "num_hidden_layers": 30, "max_position_embeddings": 131072,
+    "sliding_window": 512, "rope_theta": 10000.0}
+
+
 FAMILIES: dict[str, dict[str, Any]] = {
     "llama": {"_source": "models/llama/modeling_llama.py",
               "head_dim": None, "hidden_size": 4096, "num_attention_heads": 32,
@@ -536,29 +549,11 @@ FAMILIES: dict[str, dict[str, Any]] = {
                        "rope_theta": 10000.0},
     # Gemma4TextConfig: every sixth layer and the last global, with their own head width
     # (global_head_dim, or per_layer_config's head_dim where the file gives one)
-    "gemma4_text": {"_source": "models/gemma4/modeling_gemma4.py", "_fills_theta": False,
-                    "_layer_types": ("every", 6, "full_attention", "sliding_attention", None),
-                    "_default_rope": {"sliding_attention": {"rope_type": "default",
-                                                           "rope_theta": 10000.0},
-                                      "full_attention": {"rope_type": "proportional",
-                                                         "partial_rotary_factor": 0.25,
-                                                         "rope_theta": 1000000.0}},
-                    "head_dim": 256, "hidden_size": 2304, "num_attention_heads": 8,
-                    "num_hidden_layers": 30, "max_position_embeddings": 131072,
-                    "sliding_window": 512, "rope_theta": 10000.0},
+    "gemma4_text": _GEMMA4_TEXT,
     # Gemma4UnifiedTextConfig and its attention are Gemma 4's, with longer defaults
-    "gemma4_unified_text": {"_source": "models/gemma4_unified/modeling_gemma4_unified.py",
-                            "_fills_theta": False,
-                            "_layer_types": ("every", 6, "full_attention", "sliding_attention",
-                                             None),
-                            "_default_rope": {"sliding_attention": {"rope_type": "default",
-                                                                   "rope_theta": 10000.0},
-                                              "full_attention": {"rope_type": "proportional",
-                                                                 "partial_rotary_factor": 0.25,
-                                                                 "rope_theta": 1000000.0}},
-                            "head_dim": 256, "hidden_size": 2304, "num_attention_heads": 8,
-                            "num_hidden_layers": 30, "max_position_embeddings": 262144,
-                            "sliding_window": 1024, "rope_theta": 10000.0},
+    "gemma4_unified_text": {**_GEMMA4_TEXT,
+                            "_source": "models/gemma4_unified/modeling_gemma4_unified.py",
+                            "max_position_embeddings": 262144, "sliding_window": 1024},
     # MLA in neighbour pairs (apply_rotary_pos_emb_interleave, whatever the config says),
     # with DeepSeek-V3.2's indexer, which rotates its own features in halves
     "axk2": {"_source": "models/axk2/modeling_axk2.py", "_interleaved": True,
